@@ -1,0 +1,1 @@
+"""FIR: a fusion compiler for tensor programs with a textual IR."""

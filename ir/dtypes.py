@@ -1,0 +1,90 @@
+"""Element types. Torch is imported only when a torch dtype is asked for."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class DType(Enum):
+    """An element type; ``value`` is its name in the text format."""
+
+    BOOL = "bool"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+    U8 = "u8"
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    F64 = "f64"
+
+    @property
+    def itemsize(self) -> int:
+        return _ITEMSIZE[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.F16, DType.BF16, DType.F32, DType.F64)
+
+    @property
+    def is_int(self) -> bool:
+        return self in (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8)
+
+    @property
+    def is_bool(self) -> bool:
+        return self is DType.BOOL
+
+    @property
+    def is_signed(self) -> bool:
+        return self.is_float or self in (DType.I8, DType.I16, DType.I32, DType.I64)
+
+    def to_torch(self) -> Any:
+        import torch
+
+        return getattr(torch, _TORCH_NAME[self])
+
+    @staticmethod
+    def from_torch(dtype: Any) -> DType:
+        name = str(dtype).removeprefix("torch.")
+        for dt, tname in _TORCH_NAME.items():
+            if tname == name:
+                return dt
+        raise KeyError(f"no FIR dtype for torch dtype {dtype}")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_ITEMSIZE = {
+    DType.BOOL: 1,
+    DType.I8: 1,
+    DType.I16: 2,
+    DType.I32: 4,
+    DType.I64: 8,
+    DType.U8: 1,
+    DType.F16: 2,
+    DType.BF16: 2,
+    DType.F32: 4,
+    DType.F64: 8,
+}
+
+_TORCH_NAME = {
+    DType.BOOL: "bool",
+    DType.I8: "int8",
+    DType.I16: "int16",
+    DType.I32: "int32",
+    DType.I64: "int64",
+    DType.U8: "uint8",
+    DType.F16: "float16",
+    DType.BF16: "bfloat16",
+    DType.F32: "float32",
+    DType.F64: "float64",
+}
+
+DTYPES_BY_NAME: dict[str, DType] = {dt.value: dt for dt in DType}
+
+
+def parse_dtype(name: str) -> DType | None:
+    return DTYPES_BY_NAME.get(name)

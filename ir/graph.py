@@ -1,0 +1,264 @@
+"""The FIR program: a module of functions whose nodes live at tensor level or loop level.
+
+* A :class:`TensorOp` is a tensor-level op (``%y = add %a, %b : f32[4]``).
+* An :class:`ExternNode` calls a named library op (matmul, convolution, any op with no lowering).
+* A :class:`LoopNode` is a loop-level buffer: a pointwise or reduction loop nest whose
+  :class:`Body` computes one element from loads at index expressions.
+
+One graph may hold both levels while a pass moves ops from one to the other. Fields that later
+passes fill in (dependencies, fusion groups, loop orders) live in each node's ``attrs``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+from .dtypes import DType
+from .errors import Location
+from .types import Dim, TensorType
+
+if TYPE_CHECKING:
+    import sympy
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A scalar constant written in place of an operand (``add %x, 1.0``)."""
+
+    value: bool | int | float | None
+
+    @property
+    def kind(self) -> str:
+        if self.value is None:
+            return "none"
+        if isinstance(self.value, bool):
+            return "bool"
+        if isinstance(self.value, int):
+            return "int"
+        return "float"
+
+    def __str__(self) -> str:
+        return literal_str(self.value)
+
+
+def literal_str(v: bool | int | float | None) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return repr(float(v))
+
+
+class Value:
+    """An SSA tensor value: a function argument or a node result."""
+
+    __slots__ = ("name", "type", "owner", "index")
+
+    def __init__(self, name: str, type: TensorType, owner: Node | None = None, index: int = 0):
+        self.name = name
+        self.type = type
+        self.owner = owner
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Value(%{self.name}: {self.type})"
+
+
+Operand = Union[Value, Literal]
+# Attribute values: numbers, bools, strings, none, dtypes, symbolic sizes and lists of them.
+# Extern call arguments may also hold Values.
+AttrValue = Any
+
+
+@dataclass(eq=False)
+class Node:
+    results: list[Value]
+    attrs: dict[str, AttrValue] = field(default_factory=dict)
+    loc: Location | None = field(default=None, repr=False)
+
+    @property
+    def result(self) -> Value:
+        return self.results[0]
+
+    def operand_values(self) -> list[Value]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return ", ".join("%" + r.name for r in self.results)
+
+
+@dataclass(eq=False)
+class TensorOp(Node):
+    op: str = ""
+    operands: list[Operand] = field(default_factory=list)
+
+    def operand_values(self) -> list[Value]:
+        return [o for o in self.operands if isinstance(o, Value)]
+
+
+@dataclass(eq=False)
+class ExternNode(Node):
+    """``%y = extern "aten.mm.default"(%a, %b) : f32[8, 8]``: a call the runtime makes as is."""
+
+    callee: str = ""
+    args: list[AttrValue] = field(default_factory=list)
+    kwargs: dict[str, AttrValue] = field(default_factory=dict)
+
+    def operand_values(self) -> list[Value]:
+        out: list[Value] = []
+
+        def walk(v: AttrValue) -> None:
+            if isinstance(v, Value):
+                out.append(v)
+            elif isinstance(v, list):
+                for x in v:
+                    walk(x)
+
+        for a in self.args:
+            walk(a)
+        for a in self.kwargs.values():
+            walk(a)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Loop level
+
+
+class BodyValue:
+    """A scalar SSA value inside a loop body."""
+
+    __slots__ = ("name", "dtype", "owner")
+
+    def __init__(self, name: str, dtype: DType | None, owner: BodyOp | None = None):
+        self.name = name
+        self.dtype = dtype
+        self.owner = owner
+
+    def __repr__(self) -> str:
+        return f"BodyValue(%{self.name}: {self.dtype})"
+
+
+BodyOperand = Union[BodyValue, Literal]
+
+
+@dataclass(eq=False)
+class BodyOp:
+    """One scalar op of a loop body.
+
+    ``opcode`` is ``load``, ``indirect``, ``index``, ``constant``, ``cast`` or an elementwise op
+    name (``add``, ``exp``, ``where`` …). ``load`` uses ``buffer``/``index`` and, when masked,
+    ``mask``/``other``; ``indirect`` uses ``operands[0]`` and ``bound``; ``index`` uses ``index``;
+    ``constant`` and ``cast`` carry their result dtype in ``dtype``.
+    """
+
+    opcode: str
+    result: BodyValue
+    operands: list[BodyOperand] = field(default_factory=list)
+    buffer: Value | None = None
+    index: sympy.Expr | int | None = None
+    mask: BodyValue | None = None
+    other: Literal | None = None
+    bound: Dim | None = None
+    dtype: DType | None = None
+    attrs: dict[str, AttrValue] = field(default_factory=dict)
+    loc: Location | None = field(default=None, repr=False)
+
+
+@dataclass(eq=False)
+class Body:
+    ops: list[BodyOp]
+    result: BodyOperand
+    yield_loc: Location | None = field(default=None, repr=False)
+
+    def loads(self) -> Iterator[BodyOp]:
+        return (op for op in self.ops if op.opcode == "load")
+
+
+REDUCTION_KINDS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "welford")
+
+
+@dataclass(eq=False)
+class LoopNode(Node):
+    """A buffer computed by a loop nest.
+
+    ``ranges`` are the pointwise loops and ``reduction_ranges`` the reduced ones, each a
+    (variable, size) pair. Element ``p`` of the pointwise iteration space is element number
+    ``linear(p)`` of the result in row-major order, stored through the result's layout.
+    ``reduction`` is None for a pointwise node, else one of :data:`REDUCTION_KINDS`;
+    ``welford`` has three results: mean, m2 (sum of squared deviations) and count.
+    """
+
+    reduction: str | None = None
+    ranges: list[tuple[sympy.Symbol, Dim]] = field(default_factory=list)
+    reduction_ranges: list[tuple[sympy.Symbol, Dim]] = field(default_factory=list)
+    body: Body | None = None
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.reduction is not None
+
+    def operand_values(self) -> list[Value]:
+        seen: dict[int, Value] = {}
+        assert self.body is not None
+        for op in self.body.ops:
+            if op.buffer is not None:
+                seen.setdefault(id(op.buffer), op.buffer)
+        return list(seen.values())
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Graph:
+    """A function: typed arguments, nodes in program order, returned values."""
+
+    name: str
+    args: list[Value] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    output_types: list[TensorType] = field(default_factory=list)
+    attrs: dict[str, AttrValue] = field(default_factory=dict)
+    loc: Location | None = field(default=None, repr=False)
+    return_loc: Location | None = field(default=None, repr=False)
+
+    def values(self) -> Iterator[Value]:
+        yield from self.args
+        for n in self.nodes:
+            yield from n.results
+
+    def users(self) -> dict[int, list[Node]]:
+        """Map ``id(value)`` to the nodes that read it."""
+        out: dict[int, list[Node]] = {}
+        for n in self.nodes:
+            for v in n.operand_values():
+                out.setdefault(id(v), []).append(n)
+        return out
+
+    def fresh_name(self, prefix: str = "v") -> str:
+        taken = {v.name for v in self.values()}
+        k = 0
+        while f"{prefix}{k}" in taken:
+            k += 1
+        return f"{prefix}{k}"
+
+
+@dataclass(eq=False)
+class Module:
+    funcs: list[Graph] = field(default_factory=list)
+
+    def func(self, name: str) -> Graph:
+        for f in self.funcs:
+            if f.name == name:
+                return f
+        raise KeyError(name)

@@ -1,0 +1,783 @@
+"""Text → IR. A lark LALR parser whose callbacks build the IR while parsing (no parse tree).
+
+Callbacks run in source order, so names are resolved as they are read: a value must be defined
+before it is used, loop variables are in scope inside their node's body, and size symbols are
+declared by the function's argument types. Every error carries ``file:line:col``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from .dtypes import DType, parse_dtype
+from .errors import FirError, Location, ParseError
+from .graph import (
+    REDUCTION_KINDS,
+    Body,
+    BodyOp,
+    BodyValue,
+    ExternNode,
+    Graph,
+    Literal,
+    LoopNode,
+    Module,
+    TensorOp,
+    Value,
+)
+from .ops import OPS
+from .types import Layout, TensorType
+
+GRAMMAR_PATH = Path(__file__).with_name("fir.lark")
+
+BODY_SPECIAL = ("load", "indirect", "index", "constant", "cast")
+
+
+class _Attrs(dict):
+    """An attribute dict as parsed (keeps the location of each key)."""
+
+    locs: dict[str, Token]
+
+
+class _Types(list):
+    pass
+
+
+class _Over:
+    def __init__(self, ranges: list[tuple[Token, Any]], reduction: list[tuple[Token, Any]] | None):
+        self.ranges = ranges
+        self.reduction = reduction
+
+
+def _sympy_any(*xs: Any) -> bool:
+    return any(not isinstance(x, int) for x in xs)
+
+
+class _Builder(Transformer):
+    """The parser callbacks. One instance serves one parse at a time (guarded by a lock)."""
+
+    def reset(self, text: str, filename: str, line_offset: int) -> None:
+        self.filename = filename
+        self.lines = text.split("\n")
+        self.line_offset = line_offset
+        self.graph: Graph | None = None
+        self.values: dict[str, Value] = {}
+        self.size_symbols: dict[str, Any] = {}
+        self.declaring_sizes = False
+        self.loop_vars: dict[str, Any] = {}
+        self.body_values: dict[str, BodyValue] = {}
+        self.body_ops: list[BodyOp] = []
+        self.in_body = False
+        self.in_extern = False
+
+    # -- locations and errors
+
+    def loc(self, tok: Token) -> Location:
+        line = tok.line or 1
+        src = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return Location(self.filename, line + self.line_offset, tok.column or 1, src)
+
+    def error(self, tok: Token, message: str) -> ParseError:
+        return ParseError(message, self.loc(tok))
+
+    # -- functions
+
+    def start(self, children: list[Any]) -> Module:
+        funcs = [c for c in children if isinstance(c, Graph)]
+        seen: dict[str, Graph] = {}
+        for f in funcs:
+            if f.name in seen:
+                raise ParseError(f"redefinition of function @{f.name}", f.loc)
+            seen[f.name] = f
+        return Module(funcs)
+
+    def func_head(self, children: list[Any]) -> Graph:
+        tok = children[0]
+        self.graph = Graph(name=tok[1:], loc=self.loc(tok))
+        self.values = {}
+        self.size_symbols = {}
+        self.declaring_sizes = True
+        return self.graph
+
+    def arg(self, children: list[Any]) -> Value:
+        tok, ty = children
+        name = tok[1:]
+        if name in self.values:
+            raise self.error(tok, f"redefinition of %{name}")
+        v = Value(name, ty)
+        self.values[name] = v
+        return v
+
+    def func_attrs(self, children: list[Any]) -> _Attrs:
+        return children[0]
+
+    def func(self, children: list[Any]) -> Graph:
+        g = children[0]
+        assert isinstance(g, Graph)
+        args = [c for c in children if isinstance(c, Value)]
+        types = [c for c in children if isinstance(c, TensorType)]
+        attrs = next((c for c in children if isinstance(c, _Attrs)), None)
+        ret_tok, outputs = children[-1]
+        g.args = args
+        g.output_types = types
+        g.outputs = outputs
+        g.return_loc = self.loc(ret_tok)
+        if attrs is not None:
+            g.attrs = dict(attrs)
+        if len(outputs) != len(types):
+            raise self.error(
+                ret_tok,
+                f"function @{g.name} declares {len(types)} result(s) but returns {len(outputs)}",
+            )
+        self.graph = None
+        return g
+
+    def return_stmt(self, children: list[Any]) -> tuple[Token, list[Value]]:
+        tok = children[0]
+        return tok, [self.lookup(t) for t in children[1:] if t is not None]
+
+    def lookup(self, tok: Token) -> Value:
+        name = tok[1:]
+        v = self.values.get(name)
+        if v is None:
+            hint = difflib.get_close_matches(name, list(self.values), n=1)
+            extra = f"; did you mean %{hint[0]}?" if hint else ""
+            raise self.error(tok, f"use of undefined value %{name}{extra}")
+        return v
+
+    # -- types
+
+    def type(self, children: list[Any]) -> TensorType:
+        self.declaring_sizes = self.declaring_sizes  # sizes may be declared by argument types only
+        name_tok = children[0]
+        dtype = parse_dtype(str(name_tok))
+        if dtype is None:
+            raise self.error(name_tok, f"unknown dtype '{name_tok}' (expected one of {_dtype_names()})")
+        dims: list[Any] = []
+        layout = None
+        for c in children[1:]:
+            if c is None:
+                continue
+            if isinstance(c, Layout):
+                layout = c
+            else:
+                dims.append(self.as_size(c, name_tok, "a size"))
+        if layout is not None and len(layout.strides) != len(dims):
+            raise self.error(
+                name_tok, f"layout has {len(layout.strides)} strides for {len(dims)} dimensions"
+            )
+        return TensorType(dtype, tuple(dims), layout)
+
+    def as_size(self, c: Any, tok: Token, what: str, allow_negative: bool = False) -> Any:
+        if isinstance(c, int):
+            if c < 0 and not allow_negative:
+                raise self.error(tok, f"{what} must not be negative, got {c}")
+            return c
+        if isinstance(c, (DType, Value)) or c is None or isinstance(c, (Literal, str, list)):
+            raise self.error(tok, f"{what} must be an integer expression")
+        from .symbolic import to_dim
+
+        return to_dim(c)
+
+    def layout(self, children: list[Any]) -> Layout:
+        strides = [c for c in children if c is not None and not isinstance(c, _Offset)]
+        offset = next((c.value for c in children if isinstance(c, _Offset)), 0)
+        for s in strides + [offset]:
+            if isinstance(s, (DType, Value)):
+                raise ParseError("strides and offset must be integer expressions")
+        return Layout(tuple(strides), offset)
+
+    def offset(self, children: list[Any]) -> _Offset:
+        return _Offset(children[0])
+
+    def type_list(self, children: list[Any]) -> _Types:
+        return _Types(children)
+
+    # -- statements
+
+    def result_list(self, children: list[Any]) -> list[Token]:
+        return children
+
+    def stmt(self, children: list[Any]) -> None:
+        result_toks, spec = children
+        node = spec
+        types = node._types
+        if len(types) != len(result_toks):
+            raise ParseError(
+                f"{len(result_toks)} result name(s) but {len(types)} result type(s)", node.loc
+            )
+        results: list[Value] = []
+        for k, (tok, ty) in enumerate(zip(result_toks, types)):
+            name = tok[1:]
+            if name in self.values or any(r.name == name for r in results):
+                raise self.error(tok, f"redefinition of %{name}")
+            results.append(Value(name, ty, node, k))
+        node.results = results
+        del node._types
+        for r in results:
+            self.values[r.name] = r
+        assert self.graph is not None
+        self.graph.nodes.append(node)
+
+    def tensor_op(self, children: list[Any]) -> TensorOp:
+        self.declaring_sizes = False
+        name_tok = children[0]
+        opname = str(name_tok)
+        if opname not in OPS:
+            raise self.error(name_tok, _unknown_op_message(opname, list(OPS)))
+        operands = [c for c in children[1:] if isinstance(c, (Value, Literal))]
+        attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
+        types = next(c for c in children if isinstance(c, _Types))
+        node = TensorOp(results=[], attrs=dict(attrs), loc=self.loc(name_tok), op=opname, operands=operands)
+        node._types = types  # type: ignore[attr-defined]
+        node._attr_locs = {k: self.loc(t) for k, t in getattr(attrs, "locs", {}).items()}  # type: ignore[attr-defined]
+        return node
+
+    def value_operand(self, children: list[Any]) -> Value:
+        return self.lookup(children[0])
+
+    def extern_head(self, children: list[Any]) -> Token:
+        self.in_extern = True
+        return children[0]
+
+    def extern_op(self, children: list[Any]) -> ExternNode:
+        self.declaring_sizes = False
+        self.in_extern = False
+        callee_tok = children[0]
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        attrs = _Attrs()
+        types = _Types()
+        for c in children[1:]:
+            if isinstance(c, _Kwarg):
+                if c.name in kwargs:
+                    raise self.error(c.tok, f"keyword argument '{c.name}' given twice")
+                kwargs[c.name] = c.value
+            elif isinstance(c, _Attrs):
+                attrs = c
+            elif isinstance(c, _Types):
+                types = c
+            elif isinstance(c, _Arg):
+                args.append(c.value)
+        node = ExternNode(
+            results=[], attrs=dict(attrs), loc=self.loc(callee_tok),
+            callee=_unquote(str(callee_tok)), args=args, kwargs=kwargs,
+        )
+        node._types = types  # type: ignore[attr-defined]
+        return node
+
+    def call_arg(self, children: list[Any]) -> _Arg:
+        return _Arg(_unwrap(children[0]))
+
+    def kwarg(self, children: list[Any]) -> _Kwarg:
+        return _Kwarg(children[0], str(children[0]), _unwrap(children[1]))
+
+    # -- loop nodes
+
+    def over_clause(self, children: list[Any]) -> _Over:
+        self.declaring_sizes = False
+        ranges: list[tuple[Token, Any]] = []
+        reduction: list[tuple[Token, Any]] | None = None
+        for c in children:
+            if c is None:
+                continue
+            if isinstance(c, Token) and c.type == "SEMI":
+                reduction = []
+            elif reduction is not None:
+                reduction.append(c)
+            else:
+                ranges.append(c)
+        from .symbolic import index_var
+
+        self.loop_vars = {}
+        for tok, _ in ranges + (reduction or []):
+            if str(tok) in self.loop_vars:
+                raise self.error(tok, f"loop variable '{tok}' is bound twice")
+            if str(tok) in self.size_symbols:
+                raise self.error(tok, f"loop variable '{tok}' shadows a size symbol")
+            self.loop_vars[str(tok)] = index_var(str(tok))
+        self.body_values = {}
+        self.body_ops = []
+        self.in_body = True
+        return _Over(ranges, reduction)
+
+    def loop_range(self, children: list[Any]) -> tuple[Token, Any]:
+        tok, size = children
+        return tok, self.as_size(size, tok, "a loop size")
+
+    def _loop_node(self, kw_tok: Token, reduction: str | None, children: list[Any]) -> LoopNode:
+        over = next(c for c in children if isinstance(c, _Over))
+        body = next(c for c in children if isinstance(c, Body))
+        attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
+        types = next(c for c in children if isinstance(c, _Types))
+        ranges = [(self.loop_vars[str(t)], s) for t, s in over.ranges]
+        if reduction is None and over.reduction is not None:
+            raise self.error(kw_tok, "a pointwise node has no reduction loops (remove the ';')")
+        if reduction is not None and over.reduction is None:
+            raise self.error(kw_tok, "a reduction node needs reduction loops after ';'")
+        red = [(self.loop_vars[str(t)], s) for t, s in (over.reduction or [])]
+        node = LoopNode(
+            results=[], attrs=dict(attrs), loc=self.loc(kw_tok), reduction=reduction,
+            ranges=ranges, reduction_ranges=red, body=body,
+        )
+        node._types = types  # type: ignore[attr-defined]
+        self.in_body = False
+        self.loop_vars = {}
+        return node
+
+    def pointwise_op(self, children: list[Any]) -> LoopNode:
+        return self._loop_node(children[0], None, children[1:])
+
+    def reduction_op(self, children: list[Any]) -> LoopNode:
+        kind_tok = children[1]
+        if str(kind_tok) not in REDUCTION_KINDS:
+            raise self.error(
+                kind_tok,
+                f"unknown reduction kind '{kind_tok}' (expected one of {', '.join(REDUCTION_KINDS)})",
+            )
+        return self._loop_node(children[0], str(kind_tok), children[2:])
+
+    # -- bodies
+
+    def body(self, children: list[Any]) -> Body:
+        result, ytok = children[-1]
+        return Body(ops=self.body_ops, result=result, yield_loc=self.loc(ytok))
+
+    def yield_stmt(self, children: list[Any]) -> tuple[Any, Token]:
+        return children[1], children[0]
+
+    def body_stmt(self, children: list[Any]) -> None:
+        tok, op = children
+        name = tok[1:]
+        if name in self.body_values:
+            raise self.error(tok, f"redefinition of %{name} in this loop body")
+        op.result.name = name
+        op.result.owner = op
+        self.body_values[name] = op.result
+        self.body_ops.append(op)
+
+    def body_value(self, children: list[Any]) -> BodyValue:
+        tok = children[0]
+        v = self.body_values.get(tok[1:])
+        if v is None:
+            if tok[1:] in self.values:
+                raise self.error(tok, f"%{tok[1:]} is a tensor; load it to use it in a loop body")
+            raise self.error(tok, f"use of undefined value %{tok[1:]} in this loop body")
+        return v
+
+    def load_op(self, children: list[Any]) -> BodyOp:
+        kw, buf_tok, index, if_tok, mask_tok, other = children
+        buf = self.lookup(buf_tok)
+        mask = None
+        if mask_tok is not None:
+            mask = self.body_value([mask_tok])
+        return BodyOp(
+            "load", BodyValue("", None), buffer=buf, index=self.as_index(index, buf_tok),
+            mask=mask, other=other, loc=self.loc(kw),
+        )
+
+    def indirect_op(self, children: list[Any]) -> BodyOp:
+        kw, src_tok, bound = children
+        src = self.body_value([src_tok])
+        return BodyOp(
+            "indirect", BodyValue("", DType.I64), operands=[src],
+            bound=self.as_size(bound, kw, "an indirect bound"), loc=self.loc(kw),
+        )
+
+    def index_op(self, children: list[Any]) -> BodyOp:
+        kw, expr, dt_tok = children
+        dtype = self.dtype(dt_tok)
+        return BodyOp(
+            "index", BodyValue("", dtype), index=self.as_index(expr, kw), dtype=dtype,
+            loc=self.loc(kw),
+        )
+
+    def scalar_op(self, children: list[Any]) -> BodyOp:
+        name_tok = children[0]
+        opname = str(name_tok)
+        spec = OPS.get(opname)
+        if opname != "constant" and (spec is None or not spec.scalar):
+            if spec is not None:
+                raise self.error(name_tok, f"'{opname}' is a tensor op; it cannot appear in a loop body")
+            raise self.error(name_tok, _unknown_op_message(opname, _body_op_names()))
+        operands = [c for c in children[1:] if isinstance(c, (BodyValue, Literal))]
+        attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
+        dt_tok = children[-1] if isinstance(children[-1], Token) else None
+        dtype = self.dtype(dt_tok) if dt_tok is not None else None
+        if opname in ("constant", "cast") and dtype is None:
+            raise self.error(name_tok, f"'{opname}' in a loop body needs a result dtype (': f32')")
+        if opname not in ("constant", "cast") and dtype is not None:
+            raise self.error(dt_tok, f"'{opname}' takes no result dtype in a loop body")
+        return BodyOp(
+            opname, BodyValue("", dtype), operands=operands, dtype=dtype, attrs=dict(attrs),
+            loc=self.loc(name_tok),
+        )
+
+    def dtype(self, tok: Token) -> DType:
+        dt = parse_dtype(str(tok))
+        if dt is None:
+            raise self.error(tok, f"unknown dtype '{tok}' (expected one of {_dtype_names()})")
+        return dt
+
+    def as_index(self, e: Any, tok: Token) -> Any:
+        if isinstance(e, (DType, Value)) or not (isinstance(e, int) or hasattr(e, "free_symbols")):
+            raise self.error(tok, "index must be an integer expression")
+        return e
+
+    # -- attributes and literals
+
+    def attr_dict(self, children: list[Any]) -> _Attrs:
+        out = _Attrs()
+        out.locs = {}
+        for c in children:
+            if c is None:
+                continue
+            tok, value = c
+            if str(tok) in out:
+                raise self.error(tok, f"attribute '{tok}' given twice")
+            out[str(tok)] = value
+            out.locs[str(tok)] = tok
+        return out
+
+    def attr(self, children: list[Any]) -> tuple[Token, Any]:
+        tok, value = children
+        value = _unwrap(value)
+        if _contains_value(value):
+            raise self.error(tok, f"attribute '{tok}' cannot hold a tensor value")
+        return tok, value
+
+    def int_lit(self, children: list[Any]) -> Literal:
+        return Literal(int(children[0]))
+
+    def neg_int_lit(self, children: list[Any]) -> Literal:
+        return Literal(-int(children[0]))
+
+    def float_lit(self, children: list[Any]) -> Literal:
+        return Literal(float(children[0]))
+
+    def neg_float_lit(self, children: list[Any]) -> Literal:
+        return Literal(-float(children[0]))
+
+    def string_lit(self, children: list[Any]) -> str:
+        return _unquote(str(children[0]))
+
+    def list_lit(self, children: list[Any]) -> list[Any]:
+        return [_unwrap(c) for c in children if c is not None]
+
+    def special_lit(self, children: list[Any]) -> Literal:
+        t = children[0].type
+        return Literal({"TRUE": True, "FALSE": False, "NONE": None, "INF": float("inf"), "NAN": float("nan")}[t])
+
+    def neg_inf(self, children: list[Any]) -> Literal:
+        return Literal(float("-inf"))
+
+    def literal(self, children: list[Any]) -> Literal:
+        return children[0]
+
+    def operand(self, children: list[Any]) -> Literal:
+        return children[0]
+
+    def body_operand(self, children: list[Any]) -> Literal:
+        return children[0]
+
+    # -- index expressions
+
+    def int_atom(self, children: list[Any]) -> int:
+        return int(children[0])
+
+    def name_atom(self, children: list[Any]) -> Any:
+        tok = children[0]
+        name = str(tok)
+        if name in self.loop_vars:
+            return self.loop_vars[name]
+        dt = parse_dtype(name)
+        if dt is not None:
+            return dt
+        sym = self.size_symbols.get(name)
+        if sym is None:
+            if not self.declaring_sizes:
+                where = "loop variable or size symbol" if self.in_body else "size symbol"
+                raise self.error(
+                    tok,
+                    f"unknown {where} '{name}' (size symbols are declared by the function's argument types)",
+                )
+            from .symbolic import size_symbol
+
+            sym = size_symbol(name)
+            self.size_symbols[name] = sym
+        return sym
+
+    def indirect_atom(self, children: list[Any]) -> Any:
+        tok = children[0]
+        if self.in_extern:
+            return self.lookup(tok)
+        if not self.in_body:
+            raise self.error(tok, f"value %{tok[1:]} cannot appear in an integer expression here")
+        v = self.body_values.get(tok[1:])
+        if v is None or v.owner is None or v.owner.opcode != "indirect":
+            raise self.error(tok, f"%{tok[1:]} is not an 'indirect' index in this loop body")
+        from .symbolic import indirect_symbol
+
+        return indirect_symbol("%" + v.name)
+
+    def _arith(self, children: list[Any], op: str) -> Any:
+        a, b = children[0], children[-1]
+        for x in (a, b):
+            if not (isinstance(x, int) or hasattr(x, "free_symbols")):
+                raise ParseError(f"'{op}' needs integer expressions, got {_describe(x)}")
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        return a * b
+
+    def add(self, children: list[Any]) -> Any:
+        return self._arith(children, "+")
+
+    def sub(self, children: list[Any]) -> Any:
+        return self._arith(children, "-")
+
+    def mul(self, children: list[Any]) -> Any:
+        return self._arith(children, "*")
+
+    def neg(self, children: list[Any]) -> Any:
+        return self._arith([0, children[-1]], "-")
+
+    def _divmod(self, children: list[Any], kind: str) -> Any:
+        a, b = children[-2], children[-1]
+        kw = children[0]
+        for x in (a, b):
+            if not (isinstance(x, int) or hasattr(x, "free_symbols")):
+                raise self.error(kw, f"{kind} needs integer expressions, got {_describe(x)}")
+        if isinstance(b, int) and b <= 0 or (not isinstance(b, int) and b.is_positive is not True):
+            raise self.error(kw, f"{kind} needs a positive divisor, got {b}")
+        if isinstance(a, int) and isinstance(b, int):
+            return a // b if kind == "floordiv" else a % b
+        from .symbolic import FloorDiv, Modulo
+
+        return (FloorDiv if kind == "floordiv" else Modulo)(a, b)
+
+    def floordiv(self, children: list[Any]) -> Any:
+        return self._divmod(children, "floordiv")
+
+    def mod(self, children: list[Any]) -> Any:
+        return self._divmod(children, "mod")
+
+    def _minmax(self, children: list[Any], kind: str) -> Any:
+        args = children[1:]
+        if all(isinstance(a, int) for a in args):
+            return min(args) if kind == "min" else max(args)
+        for x in args:
+            if not (isinstance(x, int) or hasattr(x, "free_symbols")):
+                raise self.error(children[0], f"{kind} needs integer expressions, got {_describe(x)}")
+        import sympy
+
+        return (sympy.Min if kind == "min" else sympy.Max)(*args)
+
+    def imin(self, children: list[Any]) -> Any:
+        return self._minmax(children, "min")
+
+    def imax(self, children: list[Any]) -> Any:
+        return self._minmax(children, "max")
+
+
+class _Offset:
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class _Arg:
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class _Kwarg:
+    def __init__(self, tok: Token, name: str, value: Any):
+        self.tok = tok
+        self.name = name
+        self.value = value
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, DType):
+        return f"dtype {x}"
+    if isinstance(x, Value):
+        return f"tensor %{x.name}"
+    return repr(x)
+
+
+def _unwrap(v: Any) -> Any:
+    if isinstance(v, Literal):
+        return v.value
+    if isinstance(v, list):
+        return [_unwrap(x) for x in v]
+    return v
+
+
+def _contains_value(v: Any) -> bool:
+    if isinstance(v, Value):
+        return True
+    if isinstance(v, list):
+        return any(_contains_value(x) for x in v)
+    return False
+
+
+def _unquote(s: str) -> str:
+    body = s[1:-1]
+    out = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append({"n": "\n", "t": "\t", '"': '"', "\\": "\\"}.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _dtype_names() -> str:
+    return ", ".join(dt.value for dt in DType)
+
+
+def _body_op_names() -> list[str]:
+    return [n for n, s in OPS.items() if s.scalar] + list(BODY_SPECIAL)
+
+
+def _unknown_op_message(name: str, known: list[str]) -> str:
+    hint = difflib.get_close_matches(name, known, n=1)
+    extra = f"; did you mean '{hint[0]}'?" if hint else ""
+    return f"unknown op '{name}'{extra}"
+
+
+# ---------------------------------------------------------------------------------------------
+
+_TERMINAL_NAMES = {
+    "VALUE": "a value (%name)",
+    "FUNC_NAME": "a function name (@name)",
+    "NAME": "a name",
+    "FLOAT": "a float",
+    "INT": "an integer",
+    "STRING": "a string",
+    "$END": "end of input",
+}
+
+_lock = threading.Lock()
+_builder = _Builder()
+_lark: Lark | None = None
+
+
+def _get_lark() -> Lark:
+    global _lark
+    if _lark is None:
+        _lark = Lark(
+            GRAMMAR_PATH.read_text(),
+            parser="lalr",
+            lexer="contextual",
+            transformer=_builder,
+            maybe_placeholders=True,
+            cache=_cache_file(),
+        )
+    return _lark
+
+
+def _cache_file() -> str | bool:
+    """Cache the LALR tables next to the user's temp files, keyed by the grammar's contents."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(GRAMMAR_PATH.read_bytes()).hexdigest()[:16]
+    return str(Path(tempfile.gettempdir()) / f"fir-grammar-{digest}.lark-cache")
+
+
+def _terminal_display(lark: Lark, name: str) -> str:
+    if name in _TERMINAL_NAMES:
+        return _TERMINAL_NAMES[name]
+    try:
+        term = lark.get_terminal(name)
+    except KeyError:
+        return name
+    pattern = term.pattern
+    if pattern.type == "str":
+        return f"'{pattern.value}'"
+    return name.lower()
+
+
+def _expected(lark: Lark, names: set[str] | frozenset[str]) -> str:
+    shown = sorted({_terminal_display(lark, n) for n in names if n not in ("WS", "COMMENT")})
+    if len(shown) > 12:
+        shown = shown[:12] + ["…"]
+    return ", ".join(shown)
+
+
+def parse_module(text: str, filename: str = "<input>", line_offset: int = 0) -> Module:
+    """Parse FIR text into a :class:`Module`. Raises :class:`ParseError` with a location."""
+    lark = _get_lark()
+    with _lock:
+        _builder.reset(text, filename, line_offset)
+        try:
+            result = lark.parse(text)
+        except FirError:
+            raise
+        except UnexpectedInput as e:
+            raise _convert(lark, e, text, filename, line_offset) from None
+        except RecursionError:
+            raise ParseError("input is nested too deeply", _loc_at(text, filename, 1, 1, line_offset)) from None
+        except Exception as e:  # a callback failed on input it did not foresee
+            inner = getattr(e, "orig_exc", e)
+            if isinstance(inner, FirError):
+                raise inner from None
+            raise ParseError(
+                f"internal error while parsing: {type(inner).__name__}: {inner}",
+                _loc_at(text, filename, 1, 1, line_offset),
+            ) from None
+    assert isinstance(result, Module)
+    return result
+
+
+def _loc_at(text: str, filename: str, line: int, col: int, line_offset: int) -> Location:
+    lines = text.split("\n")
+    src = lines[line - 1] if 0 < line <= len(lines) else ""
+    return Location(filename, line + line_offset, col, src)
+
+
+def _convert(lark: Lark, e: UnexpectedInput, text: str, filename: str, line_offset: int) -> ParseError:
+    line = getattr(e, "line", 1) or 1
+    col = getattr(e, "column", 1) or 1
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        msg = f"unexpected character '{ch}'"
+        if e.allowed:
+            msg += f", expected {_expected(lark, e.allowed)}"
+    elif isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+        lines = text.split("\n")
+        line = len(lines)
+        col = len(lines[-1]) + 1
+        while line > 1 and not lines[line - 1].strip():
+            line -= 1
+            col = len(lines[line - 1]) + 1
+        msg = "unexpected end of input"
+        expected = getattr(e, "expected", None)
+        if expected:
+            msg += f", expected {_expected(lark, expected)}"
+    elif isinstance(e, UnexpectedToken):
+        msg = f"unexpected {_token_text(e.token)}, expected {_expected(lark, e.accepts or e.expected)}"
+    else:  # pragma: no cover - lark has no other kinds
+        msg = str(e).splitlines()[0]
+    return ParseError(msg, _loc_at(text, filename, line, col, line_offset))
+
+
+def _token_text(tok: Token) -> str:
+    return f"'{tok}'"
+
+
+def parse_file(path: str | Path) -> Module:
+    p = Path(path)
+    return parse_module(p.read_text(), str(p))
