@@ -17,6 +17,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .dtypes import DType, parse_dtype
 from .errors import FirError, Location, ParseError
+from .lexer import FirLexer, Origin
 from .graph import (
     REDUCTION_KINDS,
     Body,
@@ -64,6 +65,9 @@ class _Builder(Transformer):
     def reset(self, text: str, filename: str, line_offset: int) -> None:
         self.filename = filename
         self.lines = text.split("\n")
+        Origin.filename, Origin.lines, Origin.line_offset, Origin.base = (
+            filename, self.lines, line_offset, None,
+        )
         self.line_offset = line_offset
         self.graph: Graph | None = None
         self.values: dict[str, Value] = {}
@@ -153,25 +157,40 @@ class _Builder(Transformer):
     # -- types
 
     def type(self, children: list[Any]) -> TensorType:
-        self.declaring_sizes = self.declaring_sizes  # sizes may be declared by argument types only
-        name_tok = children[0]
-        dtype = parse_dtype(str(name_tok))
+        tok = children[0]
+        layout = children[1] if len(children) > 1 else None
+        word, _, rest = str(tok).partition("[")
+        dtype = parse_dtype(word)
         if dtype is None:
-            raise self.error(name_tok, f"unknown dtype '{name_tok}' (expected one of {_dtype_names()})")
-        dims: list[Any] = []
-        layout = None
-        for c in children[1:]:
-            if c is None:
-                continue
-            if isinstance(c, Layout):
-                layout = c
-            else:
-                dims.append(self.as_size(c, name_tok, "a size"))
+            raise self.error(tok, f"unknown dtype '{word}' (expected one of {_dtype_names()})")
+        inner = rest[:-1]
+        parts = inner.split(",")
+        if all(p.strip().isdigit() for p in parts):
+            dims: list[Any] = [int(p) for p in parts]
+        elif not inner.strip():
+            dims = []
+        else:
+            dims = self.parse_dims(inner, tok, len(word) + 1)
         if layout is not None and len(layout.strides) != len(dims):
             raise self.error(
-                name_tok, f"layout has {len(layout.strides)} strides for {len(dims)} dimensions"
+                tok, f"layout has {len(layout.strides)} strides for {len(dims)} dimensions"
             )
         return TensorType(dtype, tuple(dims), layout)
+
+    def parse_dims(self, inner: str, tok: Token, column_shift: int) -> list[Any]:
+        saved = Origin.base
+        Origin.base = (tok.line, tok.column + column_shift)
+        try:
+            dims = _get_lark().parse(inner, start="type_dims")
+        except UnexpectedInput as e:
+            raise self.error(e.token if isinstance(e, UnexpectedToken) else tok,
+                             _convert(_get_lark(), e, inner, "", 0).message) from None
+        finally:
+            Origin.base = saved
+        return [self.as_size(d, tok, "a size") for d in dims]
+
+    def type_dims(self, children: list[Any]) -> list[Any]:
+        return [c for c in children if c is not None]
 
     def as_size(self, c: Any, tok: Token, what: str, allow_negative: bool = False) -> Any:
         if isinstance(c, int):
@@ -680,7 +699,8 @@ def _get_lark() -> Lark:
         _lark = Lark(
             GRAMMAR_PATH.read_text(),
             parser="lalr",
-            lexer="contextual",
+            lexer=FirLexer,
+            start=["start", "type_dims"],
             transformer=_builder,
             maybe_placeholders=True,
             cache=_cache_file(),
@@ -723,7 +743,7 @@ def parse_module(text: str, filename: str = "<input>", line_offset: int = 0) -> 
     with _lock:
         _builder.reset(text, filename, line_offset)
         try:
-            result = lark.parse(text)
+            result = lark.parse(text, start="start")
         except FirError:
             raise
         except UnexpectedInput as e:
