@@ -12,7 +12,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer
+import sys
+
+# lark imports the optional `regex` module at load time (~30 ms) for an option FIR does not use;
+# hide it during that import so that `fir-opt` starts fast, then let other code import it freely.
+_hide_regex = "regex" not in sys.modules
+if _hide_regex:
+    sys.modules["regex"] = None  # type: ignore[assignment]
+try:
+    from lark import Lark, Token, Transformer
+finally:
+    if _hide_regex:
+        del sys.modules["regex"]
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .dtypes import DType, parse_dtype

@@ -1,0 +1,80 @@
+"""Small graph-editing helpers shared by passes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .graph import ExternNode, Graph, LoopNode, Node, TensorOp, Value
+
+
+def replace_all_uses(g: Graph, old: Value, new: Value) -> None:
+    """Make every reader of ``old`` (ops, loads, extern args, returns) read ``new`` instead."""
+
+    def swap(v: Any) -> Any:
+        if v is old:
+            return new
+        if isinstance(v, list):
+            return [swap(x) for x in v]
+        return v
+
+    for n in g.nodes:
+        if isinstance(n, TensorOp):
+            n.operands = [new if o is old else o for o in n.operands]
+        elif isinstance(n, ExternNode):
+            n.args = [swap(a) for a in n.args]
+            n.kwargs = {k: swap(v) for k, v in n.kwargs.items()}
+        elif isinstance(n, LoopNode) and n.body is not None:
+            for op in n.body.ops:
+                if op.buffer is old:
+                    op.buffer = new
+    g.outputs = [new if v is old else v for v in g.outputs]
+
+
+def substitute_operands(n: Node, subst: dict[int, Value]) -> None:
+    """Rewrite the operands of ``n`` through ``subst`` (``id(old value)`` → new value)."""
+    if not subst:
+        return
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, Value):
+            return subst.get(id(v), v)
+        if isinstance(v, list):
+            return [swap(x) for x in v]
+        return v
+
+    if isinstance(n, TensorOp):
+        n.operands = [subst.get(id(o), o) if isinstance(o, Value) else o for o in n.operands]
+    elif isinstance(n, ExternNode):
+        n.args = [swap(a) for a in n.args]
+        n.kwargs = {k: swap(v) for k, v in n.kwargs.items()}
+    elif isinstance(n, LoopNode) and n.body is not None:
+        for op in n.body.ops:
+            if op.buffer is not None:
+                op.buffer = subst.get(id(op.buffer), op.buffer)
+
+
+def substitute_outputs(g: Graph, subst: dict[int, Value]) -> None:
+    g.outputs = [subst.get(id(v), v) for v in g.outputs]
+
+
+def is_pure(n: Node) -> bool:
+    """Extern calls may have effects unless marked ``pure = true``; everything else is pure."""
+    if isinstance(n, ExternNode):
+        return bool(n.attrs.get("pure", False))
+    return True
+
+
+def remove_dead_nodes(g: Graph) -> int:
+    """Drop pure nodes whose results nothing reads; returns how many were dropped."""
+    live: set[int] = {id(v) for v in g.outputs}
+    kept: list[Node] = []
+    removed = 0
+    for n in reversed(g.nodes):
+        if is_pure(n) and not any(id(r) in live for r in n.results):
+            removed += 1
+            continue
+        kept.append(n)
+        for v in n.operand_values():
+            live.add(id(v))
+    g.nodes = list(reversed(kept))
+    return removed

@@ -1,0 +1,409 @@
+"""Static checks that every pass relies on: scoping, typing rules of each op, loop bounds.
+
+The verifier also fills in the dtypes of loop-body values that the text leaves implicit
+(``%1 = mul %0, %0`` has the dtype of ``%0``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dtypes import DType
+from .errors import Location, VerifyError
+from .graph import (
+    REDUCTION_KINDS,
+    Body,
+    BodyOp,
+    BodyValue,
+    ExternNode,
+    Graph,
+    Literal,
+    LoopNode,
+    Module,
+    Node,
+    TensorOp,
+    Value,
+)
+from .ops import OPS, AttrSpec, OpSpec, TypeRule, literal_fits
+from .types import TensorType, dim_str
+
+
+def verify_module(m: Module) -> None:
+    for g in m.funcs:
+        verify_graph(g)
+
+
+def verify_graph(g: Graph) -> None:
+    _GraphVerifier(g).run()
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_sym(v: Any) -> bool:
+    return hasattr(v, "free_symbols") and not isinstance(v, (Value,))
+
+
+def _check_attr_kind(spec: AttrSpec, v: Any) -> str | None:
+    kind = spec.kind
+    ok = {
+        "int": _is_int(v),
+        "ints": isinstance(v, list) and all(_is_int(x) for x in v),
+        "float": (_is_int(v) or isinstance(v, float)),
+        "optfloat": v is None or _is_int(v) or isinstance(v, float),
+        "bool": isinstance(v, bool),
+        "str": isinstance(v, str),
+        "dtype": isinstance(v, DType),
+        "dim": _is_int(v) or _is_sym(v),
+        "optdim": v is None or _is_int(v) or _is_sym(v),
+        "any": True,
+    }[kind]
+    if not ok:
+        return {
+            "int": "an integer",
+            "ints": "a list of integers",
+            "float": "a number",
+            "optfloat": "a number or none",
+            "bool": "true or false",
+            "str": "a string",
+            "dtype": "a dtype",
+            "dim": "an integer expression",
+            "optdim": "an integer expression or none",
+        }[kind]
+    if spec.choices and v not in spec.choices:
+        return "one of " + ", ".join(f'"{c}"' for c in spec.choices)
+    return None
+
+
+def _same_dims(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        if _is_int(x) and _is_int(y):
+            return False
+        import sympy
+
+        if sympy.simplify(sympy.sympify(x) - sympy.sympify(y)) != 0:
+            return False
+    return True
+
+
+def _types_equal(a: TensorType, b: TensorType) -> bool:
+    return a.dtype == b.dtype and _same_dims(a.shape, b.shape)
+
+
+def _equal_numel(a: Any, b: Any) -> bool:
+    return _same_dims((a,), (b,))
+
+
+class _GraphVerifier:
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.defined: set[int] = set()
+        self.names: set[str] = set()
+        self.size_symbols: set[Any] = set()
+
+    def error(self, message: str, loc: Location | None, node: Node | None = None) -> VerifyError:
+        if loc is None and node is not None:
+            message = f"in {node.describe()}: {message}"
+        return VerifyError(message, loc)
+
+    def define(self, v: Value, loc: Location | None) -> None:
+        if v.name in self.names:
+            raise self.error(f"redefinition of %{v.name}", loc)
+        self.names.add(v.name)
+        self.defined.add(id(v))
+
+    def use(self, v: Value, loc: Location | None, node: Node | None = None) -> None:
+        if id(v) not in self.defined:
+            raise self.error(f"%{v.name} is used before it is defined", loc, node)
+
+    def run(self) -> None:
+        g = self.g
+        for a in g.args:
+            self.define(a, g.loc)
+            for d in list(a.type.shape) + list(a.type.strides) + [a.type.offset]:
+                if not _is_int(d):
+                    self.size_symbols |= set(d.free_symbols)
+        for n in g.nodes:
+            if isinstance(n, TensorOp):
+                self.tensor_op(n)
+            elif isinstance(n, ExternNode):
+                self.extern(n)
+            elif isinstance(n, LoopNode):
+                self.loop_node(n)
+            else:
+                raise self.error(f"unknown node kind {type(n).__name__}", n.loc, n)
+            for r in n.results:
+                self.define(r, n.loc)
+                self.check_sizes(r.type, n.loc, n)
+        if len(g.outputs) != len(g.output_types):
+            raise self.error(
+                f"function @{g.name} declares {len(g.output_types)} result(s) but returns {len(g.outputs)}",
+                g.return_loc,
+            )
+        for k, (v, t) in enumerate(zip(g.outputs, g.output_types)):
+            self.use(v, g.return_loc)
+            if not _types_equal(v.type, t):
+                raise self.error(
+                    f"returned value #{k} %{v.name} has type {v.type}, but @{g.name} declares {t}",
+                    g.return_loc,
+                )
+
+    def check_sizes(self, t: TensorType, loc: Location | None, node: Node) -> None:
+        for d in list(t.shape) + (list(t.layout.strides) + [t.layout.offset] if t.layout else []):
+            if not _is_int(d):
+                unknown = set(d.free_symbols) - self.size_symbols
+                if unknown:
+                    name = sorted(s.name for s in unknown)[0]
+                    raise self.error(
+                        f"size symbol '{name}' is not bound by the function's argument types",
+                        loc, node,
+                    )
+
+    # -- tensor level
+
+    def tensor_op(self, n: TensorOp) -> None:
+        spec = OPS.get(n.op)
+        if spec is None:
+            raise self.error(f"unknown op '{n.op}'", n.loc, n)
+        for o in n.operands:
+            if isinstance(o, Value):
+                self.use(o, n.loc, n)
+        count = len(n.operands)
+        if count < spec.min_operands or (spec.max_operands is not None and count > spec.max_operands):
+            raise self.error(f"'{n.op}' takes {_arity(spec)}, got {count}", n.loc, n)
+        self.attrs(n, spec)
+        if len(n.results) != spec.num_results:
+            raise self.error(
+                f"'{n.op}' has {spec.num_results} result(s), got {len(n.results)}", n.loc, n
+            )
+        operand_types = [o.type if isinstance(o, Value) else o for o in n.operands]
+        declared = [r.type for r in n.results]
+        try:
+            inferred = spec.infer(operand_types, n.attrs, declared)
+        except TypeRule as e:
+            raise self.error(f"'{n.op}': {e}", n.loc, n) from None
+        for k, (d, i) in enumerate(zip(declared, inferred)):
+            if not _types_equal(d, i):
+                which = "result type" if len(declared) == 1 else f"result #{k} type"
+                raise self.error(
+                    f"'{n.op}' {which} {d} does not match the inferred type {i}", n.loc, n
+                )
+
+    def attrs(self, n: TensorOp, spec: OpSpec) -> None:
+        locs: dict[str, Location] = getattr(n, "_attr_locs", {})
+        for key, value in n.attrs.items():
+            aspec = spec.attrs.get(key)
+            loc = locs.get(key, n.loc)
+            if aspec is None:
+                known = ", ".join(spec.attrs) or "none"
+                raise self.error(
+                    f"'{n.op}' has no attribute '{key}' (attributes: {known})", loc, n
+                )
+            wanted = _check_attr_kind(aspec, value)
+            if wanted is not None:
+                raise self.error(f"'{n.op}' attribute '{key}' must be {wanted}", loc, n)
+        for key, aspec in spec.attrs.items():
+            if aspec.required and key not in n.attrs:
+                raise self.error(f"'{n.op}' needs attribute '{key}'", n.loc, n)
+
+    def extern(self, n: ExternNode) -> None:
+        for v in n.operand_values():
+            self.use(v, n.loc, n)
+        if not n.callee:
+            raise self.error("extern call names no callee", n.loc, n)
+        if not n.results:
+            raise self.error("extern call has no results", n.loc, n)
+
+    # -- loop level
+
+    def loop_node(self, n: LoopNode) -> None:
+        from .symbolic import bounds, is_indirect
+
+        if n.reduction is not None and n.reduction not in REDUCTION_KINDS:
+            raise self.error(f"unknown reduction kind '{n.reduction}'", n.loc, n)
+        if n.reduction is not None and not n.reduction_ranges:
+            raise self.error("a reduction node needs at least one reduction loop", n.loc, n)
+        if n.reduction is None and n.reduction_ranges:
+            raise self.error("a pointwise node cannot have reduction loops", n.loc, n)
+        ranges: dict[Any, tuple[int, int] | None] = {}
+        for var, size in n.ranges + n.reduction_ranges:
+            if var in ranges:
+                raise self.error(f"loop variable '{var.name}' is bound twice", n.loc, n)
+            if _is_int(size) and size <= 0:
+                raise self.error(f"loop '{var.name}' must have a positive size, got {size}", n.loc, n)
+            if not _is_int(size):
+                unknown = set(size.free_symbols) - self.size_symbols
+                if unknown:
+                    raise self.error(
+                        f"size symbol '{sorted(s.name for s in unknown)[0]}' is not bound by the function's argument types",
+                        n.loc, n,
+                    )
+            ranges[var] = (0, size - 1) if _is_int(size) else None
+        assert n.body is not None
+        known = set(ranges) | self.size_symbols
+        interval = {k: v for k, v in ranges.items() if v is not None}
+        body_defined: set[int] = set()
+        for op in n.body.ops:
+            loc = op.loc or n.loc
+            self.body_op(op, n, body_defined, loc)
+            if op.index is not None and not _is_int(op.index):
+                for s in op.index.free_symbols:
+                    if s in known:
+                        continue
+                    if is_indirect(s):
+                        raise self.error(f"{s.name} is not an 'indirect' index defined before this use", loc, n)
+                    raise self.error(f"index uses unknown variable '{s.name}'", loc, n)
+            if op.opcode == "indirect":
+                from .symbolic import indirect_symbol
+
+                sym = indirect_symbol("%" + op.result.name)
+                known.add(sym)
+                if _is_int(op.bound):
+                    interval[sym] = (0, op.bound - 1)
+            if op.opcode == "load" and op.mask is None:
+                assert op.buffer is not None
+                size = op.buffer.type.storage_size()
+                b = bounds(op.index, interval)
+                if _is_int(size) and b is not None and (b[0] < 0 or b[1] >= size):
+                    raise self.error(
+                        f"load of %{op.buffer.name} is out of bounds: index "
+                        f"{_expr(op.index)} spans [{b[0]}, {b[1]}] but the buffer holds {size} elements",
+                        loc, n,
+                    )
+            body_defined.add(id(op.result))
+        y = n.body.result
+        if isinstance(y, BodyValue):
+            if id(y) not in body_defined:
+                raise self.error(f"yield of undefined value %{y.name}", n.body.yield_loc or n.loc, n)
+            ydtype = y.dtype
+        else:
+            ydtype = None
+        self.loop_results(n, ydtype)
+
+    def loop_results(self, n: LoopNode, ydtype: DType | None) -> None:
+        loc = n.loc
+        if n.reduction == "welford":
+            if len(n.results) != 3:
+                raise self.error("a welford reduction has three results: mean, m2, count", loc, n)
+        elif len(n.results) != 1:
+            raise self.error(f"a {'pointwise' if n.reduction is None else n.reduction} node has one result", loc, n)
+        out = n.results[0].type
+        for r in n.results[1:]:
+            if not _same_dims(r.type.shape, out.shape):
+                raise self.error("welford results must have the same shape", loc, n)
+        numel: Any = 1
+        for _, s in n.ranges:
+            numel = numel * s
+        if not _equal_numel(numel, out.numel):
+            raise self.error(
+                f"the loops cover {dim_str(numel)} elements but the result {out} has {dim_str(out.numel)}",
+                loc, n,
+            )
+        if ydtype is None:
+            if n.body is not None and isinstance(n.body.result, Literal):
+                lit = n.body.result
+                if not literal_fits(lit, out.dtype):
+                    raise self.error(f"yielded literal {lit} does not fit {out.dtype}", loc, n)
+                return
+            raise self.error("the yielded value has no known dtype", loc, n)
+        expected = {"argmax": DType.I64, "argmin": DType.I64, "any": DType.BOOL}.get(n.reduction or "", ydtype)
+        if n.reduction == "any" and ydtype != DType.BOOL:
+            raise self.error(f"'any' reduces bool values, got {ydtype}", n.body.yield_loc or loc, n)
+        if n.reduction == "welford" and not ydtype.is_float:
+            raise self.error(f"'welford' reduces floating-point values, got {ydtype}", loc, n)
+        for r in n.results:
+            if r.type.dtype != expected:
+                raise self.error(
+                    f"result %{r.name} has dtype {r.type.dtype}, but the node produces {expected}", loc, n
+                )
+
+    def body_op(self, op: BodyOp, n: LoopNode, defined: set[int], loc: Location | None) -> None:
+        for o in op.operands:
+            if isinstance(o, BodyValue) and id(o) not in defined:
+                raise self.error(f"%{o.name} is used before it is defined in this loop body", loc, n)
+        if op.opcode == "load":
+            if op.buffer is None or op.index is None:
+                raise self.error("load needs a buffer and an index", loc, n)
+            self.use(op.buffer, loc, n)
+            if op.mask is not None:
+                if id(op.mask) not in defined:
+                    raise self.error(f"mask %{op.mask.name} is used before it is defined", loc, n)
+                if op.mask.dtype != DType.BOOL:
+                    raise self.error(f"load mask must be bool, got {op.mask.dtype}", loc, n)
+                other = op.other if op.other is not None else Literal(0)
+                if not literal_fits(other, op.buffer.type.dtype):
+                    raise self.error(
+                        f"masked-load value {other} does not fit {op.buffer.type.dtype}", loc, n
+                    )
+            self.set_dtype(op, op.buffer.type.dtype, loc, n)
+        elif op.opcode == "indirect":
+            src = op.operands[0] if op.operands else None
+            if not isinstance(src, BodyValue) or src.dtype is None or not (src.dtype.is_int):
+                got = src.dtype if isinstance(src, BodyValue) else src
+                raise self.error(f"'indirect' needs an integer value, got {got}", loc, n)
+            if _is_int(op.bound) and op.bound <= 0:
+                raise self.error(f"'indirect' bound must be positive, got {op.bound}", loc, n)
+            self.set_dtype(op, DType.I64, loc, n)
+        elif op.opcode == "index":
+            if op.dtype is None or not op.dtype.is_int:
+                raise self.error(f"'index' yields an integer dtype, got {op.dtype}", loc, n)
+            self.set_dtype(op, op.dtype, loc, n)
+        elif op.opcode == "constant":
+            lit = op.operands[0] if len(op.operands) == 1 else None
+            if not isinstance(lit, Literal) or op.dtype is None or not literal_fits(lit, op.dtype):
+                raise self.error(f"'constant' needs one literal that fits {op.dtype}", loc, n)
+            self.set_dtype(op, op.dtype, loc, n)
+        else:
+            spec = OPS.get(op.opcode)
+            if spec is None or not spec.scalar:
+                raise self.error(f"'{op.opcode}' cannot appear in a loop body", loc, n)
+            count = len(op.operands)
+            if count < spec.min_operands or (spec.max_operands is not None and count > spec.max_operands):
+                raise self.error(f"'{op.opcode}' takes {_arity(spec)}, got {count}", loc, n)
+            if op.attrs:
+                raise self.error(f"'{op.opcode}' takes no attributes in a loop body", loc, n)
+            types: list[Any] = []
+            for o in op.operands:
+                if isinstance(o, BodyValue):
+                    if o.dtype is None:
+                        raise self.error(f"%{o.name} has no known dtype", loc, n)
+                    types.append(TensorType(o.dtype, ()))
+                else:
+                    types.append(o)
+            declared = [TensorType(op.dtype, ())] if op.dtype is not None else []
+            try:
+                (t,) = spec.infer(types, {}, declared)
+            except TypeRule as e:
+                raise self.error(f"'{op.opcode}': {e}", loc, n) from None
+            self.set_dtype(op, t.dtype, loc, n)
+
+    def set_dtype(self, op: BodyOp, dtype: DType, loc: Location | None, n: LoopNode) -> None:
+        r = op.result
+        if r.dtype is None:
+            r.dtype = dtype
+        elif r.dtype != dtype:
+            raise self.error(f"%{r.name} has dtype {r.dtype}, expected {dtype}", loc, n)
+
+
+def _arity(spec: OpSpec) -> str:
+    lo, hi = spec.min_operands, spec.max_operands
+    if hi is None:
+        return f"at least {lo} operand(s)"
+    if lo == hi:
+        return f"{lo} operand(s)"
+    return f"{lo} to {hi} operands"
+
+
+def _expr(e: Any) -> str:
+    from .symbolic import print_expr
+
+    return print_expr(e)
+
+
+def body_defined_dtypes(body: Body) -> dict[str, DType | None]:
+    return {op.result.name: op.result.dtype for op in body.ops}

@@ -1,0 +1,44 @@
+"""What a pass is: a class with a kebab-case name, typed options and ``apply(module)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from fir.ir.graph import Module
+
+
+@dataclass(frozen=True)
+class Option:
+    """A typed pass option. ``type`` is one of bool, int, float, str, list (of str)."""
+
+    type: type
+    default: Any
+    help: str = ""
+
+    def type_name(self) -> str:
+        return {bool: "bool", int: "int", float: "float", str: "string", list: "list"}[self.type]
+
+
+class Pass:
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    options: ClassVar[dict[str, Option]] = {}
+
+    def __init__(self, **values: Any) -> None:
+        for key, opt in self.options.items():
+            setattr(self, _attr_name(key), values.get(key, opt.default))
+        unknown = set(values) - set(self.options)
+        if unknown:
+            raise TypeError(f"unknown option(s) for pass {self.name}: {sorted(unknown)}")
+        self.statistics: dict[str, int] = {}
+
+    def apply(self, module: Module) -> Module:
+        raise NotImplementedError
+
+    def option_values(self) -> dict[str, Any]:
+        return {k: getattr(self, _attr_name(k)) for k in self.options}
+
+
+def _attr_name(option: str) -> str:
+    return option.replace("-", "_")

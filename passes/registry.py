@@ -1,0 +1,56 @@
+"""Pass and named-pipeline registry. Pass modules are imported only when a pass is used, so the
+driver starts fast whatever the passes import."""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import Pass
+
+# kebab-case name -> "module:Class"
+_PASSES: dict[str, str] = {
+    "verify": "fir.passes.verify:VerifyPass",
+    "canonicalize": "fir.passes.canonicalize:CanonicalizePass",
+    "cse": "fir.passes.cse:CSEPass",
+}
+
+# name -> pipeline text; expanded where the name appears in a pipeline
+_PIPELINES: dict[str, str] = {
+    "cleanup": "canonicalize,cse,canonicalize",
+}
+
+_SUMMARIES: dict[str, str] = {}
+
+
+def register_pass(name: str, target: str) -> None:
+    """Register ``name`` as the pass class at ``target`` ("package.module:Class")."""
+    _PASSES[name] = target
+
+
+def register_pipeline(name: str, text: str) -> None:
+    if name in _PASSES:
+        raise ValueError(f"'{name}' is already a pass name")
+    _PIPELINES[name] = text
+
+
+def pass_names() -> list[str]:
+    return sorted(_PASSES)
+
+
+def pipeline_names() -> dict[str, str]:
+    return dict(sorted(_PIPELINES.items()))
+
+
+def is_pass(name: str) -> bool:
+    return name in _PASSES
+
+
+def pipeline_text(name: str) -> str | None:
+    return _PIPELINES.get(name)
+
+
+def get_pass_class(name: str) -> type[Pass]:
+    module_name, cls_name = _PASSES[name].split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    assert issubclass(cls, Pass) and cls.name == name, f"registry entry for {name} is wrong"
+    return cls

@@ -1,0 +1,175 @@
+"""``fir-opt``: parse a .fir file, run a pass pipeline, print the result (like mlir-opt).
+
+Kept thin: parsing, passes and printing are library calls. Torch and sympy are never imported
+here; a pass that needs them imports them itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import NoReturn
+
+SPLIT_MARKER = "// -----"
+
+
+class _ArgParser(argparse.ArgumentParser):
+    """Usage errors exit with status 1 (a user error), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = _ArgParser(
+        prog="fir-opt",
+        description="Run a pass pipeline over a FIR program and print the result.",
+    )
+    p.add_argument("input", nargs="?", default="-", help="input .fir file, or - for stdin")
+    p.add_argument("-p", "--pipeline", default="", help="passes, e.g. 'canonicalize,cse'")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument("--split-input-file", action="store_true",
+                   help="treat '// -----' lines as separators of independent inputs")
+    p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (stderr)")
+    p.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
+                   help="print the IR after the named pass (stderr); may be repeated")
+    p.add_argument("--verify-each", dest="verify_each", action="store_true", default=True,
+                   help="verify after every pass (default)")
+    p.add_argument("--no-verify-each", dest="verify_each", action="store_false",
+                   help="verify only the input")
+    p.add_argument("--timing", action="store_true", help="report the time of each stage (stderr)")
+    p.add_argument("--list-passes", action="store_true", help="list passes, options and pipelines")
+    return p
+
+
+def list_passes() -> str:
+    from fir.passes import registry
+
+    lines = ["Passes:"]
+    for name in registry.pass_names():
+        cls = registry.get_pass_class(name)
+        lines.append(f"  {name:<16} {cls.summary}")
+        for key, opt in cls.options.items():
+            lines.append(f"      {key}={opt.type_name()} (default {opt.default!r})  {opt.help}")
+    lines.append("Pipelines:")
+    for name, text in registry.pipeline_names().items():
+        lines.append(f"  {name:<16} {text}")
+    return "\n".join(lines) + "\n"
+
+
+def split_chunks(text: str) -> list[tuple[str, int]]:
+    """Split at marker lines; each chunk keeps the number of lines before it."""
+    chunks: list[tuple[str, int]] = []
+    current: list[str] = []
+    start = 0
+    for k, line in enumerate(text.split("\n")):
+        if line.strip() == SPLIT_MARKER:
+            chunks.append(("\n".join(current), start))
+            current = []
+            start = k + 1
+        else:
+            current.append(line)
+    chunks.append(("\n".join(current), start))
+    return chunks
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    if args.list_passes:
+        sys.stdout.write(list_passes())
+        return 0
+
+    from fir.ir.errors import FirError
+    from fir.ir.parser import parse_module
+    from fir.ir.printer import print_module
+    from fir.ir.verifier import verify_module
+    from fir.passes.pipeline import parse_pipeline
+
+    try:
+        pipeline = parse_pipeline(args.pipeline)
+        from fir.passes import registry
+
+        for name in args.print_ir_after:
+            if not registry.is_pass(name):
+                raise FirError(f"--print-ir-after names unknown pass '{name}'")
+    except FirError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+
+    name = "<stdin>" if args.input == "-" else args.input
+    try:
+        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+    except OSError as e:
+        print(f"fir-opt: error: cannot read {name}: {e.strerror}", file=sys.stderr)
+        return 1
+
+    chunks = split_chunks(text) if args.split_input_file else [(text, 0)]
+    outputs: list[str] = []
+    failed = False
+    timings: list[tuple[str, float]] = []
+    for chunk, line_offset in chunks:
+        try:
+            t0 = time.perf_counter()
+            module = parse_module(chunk, name, line_offset)
+            t1 = time.perf_counter()
+            verify_module(module)
+            t2 = time.perf_counter()
+            timings += [("parse", t1 - t0), ("verify", t2 - t1)]
+
+            def after(p, m, _wanted=set(args.print_ir_after)) -> None:  # type: ignore[no-untyped-def]
+                if args.print_ir_after_all or p.name in _wanted:
+                    sys.stderr.write(f"// -----// IR after {p.name} //----- //\n")
+                    sys.stderr.write(print_module(m))
+
+            module = pipeline.run(module, verify_each=args.verify_each, after_pass=after, timings=timings)
+            t3 = time.perf_counter()
+            outputs.append(print_module(module))
+            timings.append(("print", time.perf_counter() - t3))
+        except FirError as e:
+            print(e.render(), file=sys.stderr)
+            failed = True
+
+    result = f"{SPLIT_MARKER}\n".join(outputs)
+    try:
+        if args.output == "-":
+            sys.stdout.write(result)
+        else:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(result)
+    except OSError as e:
+        print(f"fir-opt: error: cannot write {args.output}: {e.strerror}", file=sys.stderr)
+        return 1
+
+    if args.timing:
+        sys.stderr.write(format_timing(timings))
+    return 1 if failed else 0
+
+
+def format_timing(timings: list[tuple[str, float]]) -> str:
+    totals: dict[str, float] = {}
+    for stage, secs in timings:
+        totals[stage] = totals.get(stage, 0.0) + secs
+    total = sum(totals.values()) or 1e-12
+    lines = ["===-------------------------------------===", "  FIR execution timing report",
+             "===-------------------------------------===",
+             f"  {'wall (ms)':>10}  {'share':>6}  stage"]
+    for stage, secs in totals.items():
+        lines.append(f"  {secs * 1e3:10.2f}  {100 * secs / total:5.1f}%  {stage}")
+    lines.append(f"  {total * 1e3:10.2f}  100.0%  total")
+    return "\n".join(lines) + "\n"
+
+
+def entry() -> None:
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()
