@@ -1,0 +1,141 @@
+"""``fir-run``: run a FIR program on random (seeded) inputs with the reference interpreter.
+
+Optionally runs a pass pipeline first and checks that the pipeline kept the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, NoReturn
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = _ArgParser(prog="fir-run", description="Run a FIR program on random inputs (interpreter).")
+    p.add_argument("input", help="input .fir file, or - for stdin")
+    p.add_argument("--func", default=None, help="function to run (default: the first)")
+    p.add_argument("-p", "--pipeline", default="", help="passes to run before executing")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--int-high", type=int, default=None,
+                   help="integer inputs are drawn from [0, N) (default: the smallest size > 1 of any argument)")
+    p.add_argument("--print-values", action="store_true", help="print every output tensor")
+    p.add_argument("--check", action="store_true",
+                   help="also run the program before the pipeline and compare the outputs")
+    return p
+
+
+def random_inputs(graph: Any, seed: int, int_high: int | None) -> list[Any]:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    sizes: dict[Any, int] = {}
+    static = [d for a in graph.args for d in a.type.shape if isinstance(d, int) and d > 1]
+    default_size = 8
+    high = int_high if int_high is not None else (min(static) if static else 2)
+    out = []
+    for a in graph.args:
+        shape = []
+        for d in a.type.shape:
+            if isinstance(d, int):
+                shape.append(d)
+            else:
+                # a symbolic size: give each symbol one concrete value
+                from fir.ir.symbolic import evaluate
+
+                for s in d.free_symbols:
+                    sizes.setdefault(s, default_size)
+                shape.append(int(evaluate(d, sizes)))
+        dt = a.type.dtype
+        tdt = dt.to_torch()
+        if dt.is_float:
+            t = torch.randn(shape, generator=gen, dtype=torch.float32).to(tdt)
+        elif dt.is_bool:
+            t = torch.rand(shape, generator=gen) < 0.5
+        else:
+            t = torch.randint(0, max(high, 1), shape, generator=gen, dtype=torch.int64).to(tdt)
+        out.append(t)
+    return out
+
+
+def describe(t: Any) -> str:
+    import torch
+
+    text = f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+    if t.numel() and (t.dtype.is_floating_point or not t.dtype == torch.bool):
+        f = t.double()
+        text += f"  sum={f.sum().item():.6g} min={f.min().item():.6g} max={f.max().item():.6g}"
+    elif t.numel():
+        text += f"  true={int(t.sum().item())}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    from fir.ir.errors import FirError
+    from fir.ir.parser import parse_module
+    from fir.ir.verifier import verify_module
+    from fir.passes.pipeline import parse_pipeline
+
+    name = "<stdin>" if args.input == "-" else args.input
+    try:
+        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+    except OSError as e:
+        print(f"fir-run: error: cannot read {name}: {e.strerror}", file=sys.stderr)
+        return 1
+    try:
+        pipeline = parse_pipeline(args.pipeline)
+        module = parse_module(text, name)
+        verify_module(module)
+        if not module.funcs:
+            raise FirError(f"{name} defines no function")
+        func = args.func or module.funcs[0].name
+        try:
+            graph = module.func(func)
+        except KeyError:
+            raise FirError(f"no function @{func} in {name}") from None
+        import torch
+
+        from fir.ir.interpreter import run_graph
+
+        inputs = random_inputs(graph, args.seed, args.int_high)
+        reference = run_graph(graph, [t.clone() for t in inputs]) if args.check else None
+        if len(pipeline):
+            module = pipeline.run(module)
+            graph = module.func(func)
+        outputs = run_graph(graph, inputs)
+    except FirError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    for k, (a, t) in enumerate(zip(graph.args, inputs)):
+        print(f"input  %{a.name}: {describe(t)}")
+    for k, t in enumerate(outputs):
+        print(f"output #{k}: {describe(t)}")
+        if args.print_values:
+            print(t)
+    if reference is not None:
+        for k, (r, t) in enumerate(zip(reference, outputs)):
+            try:
+                torch.testing.assert_close(t, r, equal_nan=True)
+            except AssertionError as e:
+                print(f"fir-run: error: output #{k} changed under the pipeline:\n{e}", file=sys.stderr)
+                return 1
+        print(f"check: {len(outputs)} output(s) agree before and after '{args.pipeline}'")
+    return 0
+
+
+def entry() -> None:
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()
