@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from .dtypes import DType
 from .errors import Location
@@ -73,7 +73,7 @@ class Value:
         return f"Value(%{self.name}: {self.type})"
 
 
-Operand = Union[Value, Literal]
+Operand = Value | Literal
 # Attribute values: numbers, bools, strings, none, dtypes, symbolic sizes and lists of them.
 # Extern call arguments may also hold Values.
 AttrValue = Any
@@ -148,7 +148,7 @@ class BodyValue:
         return f"BodyValue(%{self.name}: {self.dtype})"
 
 
-BodyOperand = Union[BodyValue, Literal]
+BodyOperand = BodyValue | Literal
 
 
 @dataclass(eq=False)

@@ -13,9 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from lark import Token
-from lark.lexer import Lexer, LexerState
-
+from ._lark import Lexer, LexerState, Token
 from .errors import Location, ParseError
 
 _TOKEN_RE = re.compile(

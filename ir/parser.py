@@ -12,23 +12,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import sys
-
-# lark imports the optional `regex` module at load time (~30 ms) for an option FIR does not use;
-# hide it during that import so that `fir-opt` starts fast, then let other code import it freely.
-_hide_regex = "regex" not in sys.modules
-if _hide_regex:
-    sys.modules["regex"] = None  # type: ignore[assignment]
-try:
-    from lark import Lark, Token, Transformer
-finally:
-    if _hide_regex:
-        del sys.modules["regex"]
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
+from ._lark import (
+    Lark,
+    Token,
+    Transformer,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
 from .dtypes import DType, parse_dtype
 from .errors import FirError, Location, ParseError
-from .lexer import FirLexer, Origin
 from .graph import (
     REDUCTION_KINDS,
     Body,
@@ -42,6 +36,7 @@ from .graph import (
     TensorOp,
     Value,
 )
+from .lexer import FirLexer, Origin
 from .ops import OPS
 from .types import Layout, TensorType
 
@@ -599,12 +594,13 @@ class _Builder(Transformer):
         return self._divmod(children, "mod")
 
     def _minmax(self, children: list[Any], kind: str) -> Any:
-        args = children[1:]
+        # the "min"/"max" keyword is an anonymous token, so every child is an argument
+        args = list(children)
         if all(isinstance(a, int) for a in args):
             return min(args) if kind == "min" else max(args)
         for x in args:
             if not (isinstance(x, int) or hasattr(x, "free_symbols")):
-                raise self.error(children[0], f"{kind} needs integer expressions, got {_describe(x)}")
+                raise ParseError(f"{kind} needs integer expressions, got {_describe(x)}")
         import sympy
 
         return (sympy.Min if kind == "min" else sympy.Max)(*args)

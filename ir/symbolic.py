@@ -17,7 +17,7 @@ sign) and simplify only where that is valid for every integer argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import sympy
@@ -25,17 +25,17 @@ import sympy
 Expr = sympy.Expr
 
 
-@lru_cache(maxsize=None)
+@cache
 def index_var(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def size_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, positive=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def indirect_symbol(name: str) -> sympy.Symbol:
     """The symbol standing for the indirect index value ``%name`` (name given with the ``%``)."""
     return sympy.Symbol(name, integer=True)
@@ -172,7 +172,7 @@ def _print(e: sympy.Expr) -> tuple[str, int]:
     if isinstance(e, sympy.Pow):
         base, exp = e.args
         if isinstance(exp, sympy.Integer) and int(exp) > 0:
-            b = _wrap(base, _MUL)
+            b = _wrap_factor(base)
             return "*".join([b] * int(exp)), _MUL
         raise ValueError(f"index expression {e} has a power that FIR cannot print")
     if isinstance(e, FloorDiv):
@@ -246,7 +246,7 @@ def _bounds(e: sympy.Expr, ranges: Mapping[sympy.Symbol, Interval]) -> Interval 
         a, d = _bounds(e.args[0], ranges), _const(e.args[1])
         if d is None or d <= 0:
             return None
-        if a is not None and 0 <= a[0] and a[1] < d:
+        if a is not None and a[0] >= 0 and a[1] < d:
             return a
         return (0, d - 1)
     if isinstance(e, (sympy.Min, sympy.Max)):

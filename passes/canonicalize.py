@@ -82,14 +82,22 @@ class CanonicalizePass(Pass):
                 return same(inner.operands[0])
         if op == "cast" and x is not None and x.type.dtype == out.dtype:
             return same(x)
-        if op in ("reshape", "expand", "squeeze", "unsqueeze", "slice") and x is not None:
-            if x.type.shape == out.shape and (op != "slice" or n.attrs.get("step", 1) == 1):
-                return same(x)
+        if (
+            op in ("reshape", "expand", "squeeze", "unsqueeze", "slice")
+            and x is not None
+            and x.type.shape == out.shape
+            and (op != "slice" or n.attrs.get("step", 1) == 1)
+        ):
+            return same(x)
         if op == "permute" and x is not None and list(n.attrs["dims"]) == list(range(x.type.rank)):
             return same(x)
-        if op == "transpose" and x is not None and x.type.rank:
-            if n.attrs["dim0"] % x.type.rank == n.attrs["dim1"] % x.type.rank:
-                return same(x)
+        if (
+            op == "transpose"
+            and x is not None
+            and x.type.rank
+            and n.attrs["dim0"] % x.type.rank == n.attrs["dim1"] % x.type.rank
+        ):
+            return same(x)
         if op == "reshape" and x is not None and isinstance(x.owner, TensorOp) and x.owner.op == "reshape":
             return ("reshape", [x.owner.operands[0]], {})
         if op in ("permute", "transpose") and x is not None and isinstance(x.owner, TensorOp):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
 SPLIT_MARKER = "// -----"
 
@@ -100,11 +101,12 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
     except OSError as e:
         print(f"fir-opt: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
 
+    wanted = set(args.print_ir_after)
     chunks = split_chunks(text) if args.split_input_file else [(text, 0)]
     outputs: list[str] = []
     failed = False
@@ -118,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             t2 = time.perf_counter()
             timings += [("parse", t1 - t0), ("verify", t2 - t1)]
 
-            def after(p, m, _wanted=set(args.print_ir_after)) -> None:  # type: ignore[no-untyped-def]
-                if args.print_ir_after_all or p.name in _wanted:
+            def after(p: Any, m: Any) -> None:
+                if args.print_ir_after_all or p.name in wanted:
                     sys.stderr.write(f"// -----// IR after {p.name} //----- //\n")
                     sys.stderr.write(print_module(m))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 
@@ -67,7 +68,7 @@ def describe(t: Any) -> str:
     import torch
 
     text = f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-    if t.numel() and (t.dtype.is_floating_point or not t.dtype == torch.bool):
+    if t.numel() and (t.dtype.is_floating_point or t.dtype != torch.bool):
         f = t.double()
         text += f"  sum={f.sum().item():.6g} min={f.min().item():.6g} max={f.max().item():.6g}"
     elif t.numel():
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
     except OSError as e:
         print(f"fir-run: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
@@ -100,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         except KeyError:
             raise FirError(f"no function @{func} in {name}") from None
         import torch
-
         from fir.ir.interpreter import run_graph
 
         inputs = random_inputs(graph, args.seed, args.int_high)
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1
-    for k, (a, t) in enumerate(zip(graph.args, inputs)):
+    for a, t in zip(graph.args, inputs):
         print(f"input  %{a.name}: {describe(t)}")
     for k, t in enumerate(outputs):
         print(f"output #{k}: {describe(t)}")
