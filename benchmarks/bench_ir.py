@@ -37,7 +37,14 @@ def tensor_program(n: int) -> str:
     """A chain of n tensor-level ops mixing elementwise ops, broadcasts, literals and reductions."""
     lines = ["func @big(%x: f32[64, 128], %b: f32[128]) -> (f32[64, 128]) {"]
     prev = "x"
-    ops = ["add %{p}, %b", "mul %{p}, %x", "sub %{p}, 0.5", "exp %{p}", "maximum %{p}, %x", "neg %{p}"]
+    ops = [
+        "add %{p}, %b",
+        "mul %{p}, %x",
+        "sub %{p}, 0.5",
+        "exp %{p}",
+        "maximum %{p}, %x",
+        "neg %{p}",
+    ]
     for i in range(n):
         if i % 50 == 49:
             lines.append(f"  %r{i} = sum %{prev} {{dims = [1], keepdim = true}} : f32[64, 1]")
@@ -97,7 +104,12 @@ def time_front_end(text: str, reps: int) -> dict[str, float]:
         out = print_module(m)
         t3 = time.perf_counter()
         assert out == text or parse_module(out) is not None
-        for k, v in (("parse", t1 - t0), ("verify", t2 - t1), ("print", t3 - t2), ("total", t3 - t0)):
+        for k, v in (
+            ("parse", t1 - t0),
+            ("verify", t2 - t1),
+            ("print", t3 - t2),
+            ("total", t3 - t0),
+        ):
             best[k] = min(best.get(k, 1e9), v)
     return best
 
@@ -108,8 +120,20 @@ def time_startup(reps: int) -> tuple[float, float]:
     if exe is None:
         raise SystemExit("fir-opt is not installed (pip install -e .)")
     # As after a regular install: bytecode compiled, and written for the runs below.
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "ir"), str(ROOT / "passes"),
-                    str(ROOT / "tools"), str(ROOT / "fir")], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            str(ROOT / "ir"),
+            str(ROOT / "passes"),
+            str(ROOT / "tools"),
+            str(ROOT / "fir"),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "rms_norm.fir"
@@ -123,11 +147,22 @@ def time_startup(reps: int) -> tuple[float, float]:
         run([exe, str(src), "-p", "cleanup"])  # warm the grammar cache and the OS file cache
         fir = statistics.median(run([exe, str(src), "-p", "cleanup"]) for _ in range(reps))
         base = statistics.median(run([sys.executable, "-c", "pass"]) for _ in range(reps))
-        probe = subprocess.run(
-            [sys.executable, "-c", "import sys; from fir.tools.fir_opt import main; "
-             f"main([{str(src)!r}, '-p', 'cleanup']); print('torch' in sys.modules)"],
-            check=True, env=env, capture_output=True, text=True,
-        ).stdout.strip().splitlines()[-1]
+        probe = (
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from fir.tools.fir_opt import main; "
+                    f"main([{str(src)!r}, '-p', 'cleanup']); print('torch' in sys.modules)",
+                ],
+                check=True,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         if probe != "False":
             raise SystemExit("fir-opt imported torch")
     return fir, base
@@ -147,7 +182,10 @@ def main() -> None:
     rows.append("| --- | --- |")
     rows.append(f"| `fir-opt rms_norm.fir -p cleanup` wall time (median) | {startup:.3f} |")
     rows.append(f"| `python -c pass` on the same machine (median) | {python_base:.3f} |")
-    for label, t in (("10,000 tensor-level ops", tensor), ("10,000 loop-level nodes (~55,000 lines)", loops)):
+    for label, t in (
+        ("10,000 tensor-level ops", tensor),
+        ("10,000 loop-level nodes (~55,000 lines)", loops),
+    ):
         rows.append(f"| {label}: parse | {t['parse']:.3f} |")
         rows.append(f"| {label}: verify | {t['verify']:.3f} |")
         rows.append(f"| {label}: print | {t['print']:.3f} |")
@@ -162,7 +200,8 @@ def main() -> None:
         "as after `pip install`).\n\n"
         "Targets (issue 2): `fir-opt` on a text-only pipeline starts in under 0.3 s and does not "
         "import torch; a 10,000-op program parses, verifies and prints in under 2 s.\n\n"
-        + table + "\n"
+        + table
+        + "\n"
     )
     print(f"\nwritten to {DOC.relative_to(ROOT)}")
 

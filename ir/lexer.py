@@ -60,6 +60,7 @@ class Origin:
 
 class FirLexer(Lexer):
     __future_interface__ = 2  # lex(lexer_state, parser_state), full text or a slice
+
     def __init__(self, lexer_conf: Any) -> None:
         self.punct: dict[str, str] = {}
         self.keywords: dict[str, str] = {}

@@ -18,7 +18,7 @@ from typing import Any
 
 from .dtypes import DType
 from .graph import Literal
-from .types import Dim, TensorType, broadcast_shapes, dim_str, dims_mul
+from .types import Dim, TensorType, broadcast_shapes, dim_str
 
 OperandType = TensorType | Literal
 
@@ -164,17 +164,43 @@ def _elementwise(opname: str, rule: str, result: str) -> Infer:
     return infer
 
 
-UNARY_FLOAT = (
-    "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
-    "asinh acosh atanh sigmoid erf erfc erfinv lgamma digamma reciprocal"
-).split()
-UNARY_NUMERIC = "neg abs relu square sign floor ceil round trunc".split()
-UNARY_TO_BOOL_FLOAT = "isnan isinf isfinite signbit".split()
-BINARY_NUMERIC = "add sub mul maximum minimum floordiv mod".split()
-BINARY_FLOAT = "div pow atan2 hypot fmod copysign".split()
-BINARY_INT = "bitwise_and bitwise_or bitwise_xor shl shr".split()
-BINARY_LOGICAL = "logical_and logical_or logical_xor".split()
-COMPARE = "eq ne lt le gt ge".split()
+UNARY_FLOAT = [
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "sigmoid",
+    "erf",
+    "erfc",
+    "erfinv",
+    "lgamma",
+    "digamma",
+    "reciprocal",
+]
+UNARY_NUMERIC = ["neg", "abs", "relu", "square", "sign", "floor", "ceil", "round", "trunc"]
+UNARY_TO_BOOL_FLOAT = ["isnan", "isinf", "isfinite", "signbit"]
+BINARY_NUMERIC = ["add", "sub", "mul", "maximum", "minimum", "floordiv", "mod"]
+BINARY_FLOAT = ["div", "pow", "atan2", "hypot", "fmod", "copysign"]
+BINARY_INT = ["bitwise_and", "bitwise_or", "bitwise_xor", "shl", "shr"]
+BINARY_LOGICAL = ["logical_and", "logical_or", "logical_xor"]
+COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 
 for _n in UNARY_FLOAT:
     _register(OpSpec(_n, "unary", 1, 1, _elementwise(_n, "float", "same"), scalar=True))
@@ -182,8 +208,12 @@ for _n in UNARY_NUMERIC:
     _register(OpSpec(_n, "unary", 1, 1, _elementwise(_n, "numeric", "same"), scalar=True))
 for _n in UNARY_TO_BOOL_FLOAT:
     _register(OpSpec(_n, "unary", 1, 1, _elementwise(_n, "float", "bool"), scalar=True))
-_register(OpSpec("logical_not", "unary", 1, 1, _elementwise("logical_not", "any", "bool"), scalar=True))
-_register(OpSpec("bitwise_not", "unary", 1, 1, _elementwise("bitwise_not", "int", "same"), scalar=True))
+_register(
+    OpSpec("logical_not", "unary", 1, 1, _elementwise("logical_not", "any", "bool"), scalar=True)
+)
+_register(
+    OpSpec("bitwise_not", "unary", 1, 1, _elementwise("bitwise_not", "int", "same"), scalar=True)
+)
 for _n in BINARY_NUMERIC:
     _register(OpSpec(_n, "binary", 2, 2, _elementwise(_n, "numeric", "same"), scalar=True))
 for _n in BINARY_FLOAT:
@@ -228,7 +258,11 @@ def _clamp(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]
 
 _register(
     OpSpec(
-        "clamp", "unary", 1, 1, _clamp,
+        "clamp",
+        "unary",
+        1,
+        1,
+        _clamp,
         attrs={"min": AttrSpec("optfloat"), "max": AttrSpec("optfloat")},
     )
 )
@@ -273,7 +307,9 @@ def _softmax_like(opname: str) -> Infer:
 
 for _n in ("softmax", "log_softmax"):
     _register(
-        OpSpec(_n, "composite", 1, 1, _softmax_like(_n), attrs={"dim": AttrSpec("int", required=True)})
+        OpSpec(
+            _n, "composite", 1, 1, _softmax_like(_n), attrs={"dim": AttrSpec("int", required=True)}
+        )
     )
 
 # ---------------------------------------------------------------------------------------------
@@ -315,8 +351,14 @@ for _n in ("var", "std"):
     _register(OpSpec(_n, "reduction", 1, 1, _reduction(_n, "float", "same"), attrs=_VAR_ATTRS))
 _register(
     OpSpec(
-        "var_mean", "reduction", 1, 1, _reduction("var_mean", "float", "same", 2),
-        attrs=_VAR_ATTRS, num_results=2, doc="results: variance, mean",
+        "var_mean",
+        "reduction",
+        1,
+        1,
+        _reduction("var_mean", "float", "same", 2),
+        attrs=_VAR_ATTRS,
+        num_results=2,
+        doc="results: variance, mean",
     )
 )
 
@@ -338,7 +380,11 @@ def _arg_reduction(opname: str) -> Infer:
 for _n in ("argmax", "argmin"):
     _register(
         OpSpec(
-            _n, "reduction", 1, 1, _arg_reduction(_n),
+            _n,
+            "reduction",
+            1,
+            1,
+            _arg_reduction(_n),
             attrs={"dim": AttrSpec("int"), "keepdim": AttrSpec("bool", False)},
         )
     )
@@ -383,7 +429,9 @@ def _permute(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorTyp
     return [TensorType(x.dtype, tuple(x.shape[d] for d in dims))]
 
 
-_register(OpSpec("permute", "view", 1, 1, _permute, attrs={"dims": AttrSpec("ints", required=True)}))
+_register(
+    OpSpec("permute", "view", 1, 1, _permute, attrs={"dims": AttrSpec("ints", required=True)})
+)
 
 
 def _transpose(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):
@@ -396,7 +444,11 @@ def _transpose(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorT
 
 _register(
     OpSpec(
-        "transpose", "view", 1, 1, _transpose,
+        "transpose",
+        "view",
+        1,
+        1,
+        _transpose,
         attrs={"dim0": AttrSpec("int", required=True), "dim1": AttrSpec("int", required=True)},
     )
 )
@@ -410,7 +462,9 @@ def _expand(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType
     lead = len(out.shape) - x.rank
     for k, d in enumerate(x.shape):
         if not (d == 1 or d == out.shape[lead + k]):
-            raise TypeRule(f"cannot expand dimension {k} of size {dim_str(d)} to {dim_str(out.shape[lead + k])}")
+            raise TypeRule(
+                f"cannot expand dimension {k} of size {dim_str(d)} to {dim_str(out.shape[lead + k])}"
+            )
     return [TensorType(x.dtype, out.shape)]
 
 
@@ -445,7 +499,11 @@ def _slice(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]
 
 _register(
     OpSpec(
-        "slice", "view", 1, 1, _slice,
+        "slice",
+        "view",
+        1,
+        1,
+        _slice,
         attrs={
             "dim": AttrSpec("int", required=True),
             "start": AttrSpec("dim", 0),
@@ -467,7 +525,11 @@ def _select(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType
 
 _register(
     OpSpec(
-        "select", "view", 1, 1, _select,
+        "select",
+        "view",
+        1,
+        1,
+        _select,
         attrs={"dim": AttrSpec("int", required=True), "index": AttrSpec("dim", required=True)},
     )
 )
@@ -495,7 +557,9 @@ def _unsqueeze(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorT
     return [TensorType(x.dtype, tuple(shape))]
 
 
-_register(OpSpec("unsqueeze", "view", 1, 1, _unsqueeze, attrs={"dim": AttrSpec("int", required=True)}))
+_register(
+    OpSpec("unsqueeze", "view", 1, 1, _unsqueeze, attrs={"dim": AttrSpec("int", required=True)})
+)
 
 
 def _as_strided(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):
@@ -508,7 +572,11 @@ def _as_strided(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tensor
 
 _register(
     OpSpec(
-        "as_strided", "view", 1, 1, _as_strided,
+        "as_strided",
+        "view",
+        1,
+        1,
+        _as_strided,
         attrs={"strides": AttrSpec("ints", required=True), "offset": AttrSpec("dim", 0)},
         doc="shape from the result type; strides and offset index the operand's contiguous storage",
     )
@@ -559,7 +627,11 @@ def _pad(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):
 
 _register(
     OpSpec(
-        "pad", "view", 1, 1, _pad,
+        "pad",
+        "view",
+        1,
+        1,
+        _pad,
         attrs={"pad": AttrSpec("ints", required=True), "value": AttrSpec("any", 0.0)},
         doc="constant padding; 'pad' lists (low, high) per dimension starting from the last",
     )
@@ -580,7 +652,9 @@ def _gather(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType
     return [TensorType(x.dtype, idx.shape)]
 
 
-_register(OpSpec("gather", "indexing", 2, 2, _gather, attrs={"dim": AttrSpec("int", required=True)}))
+_register(
+    OpSpec("gather", "indexing", 2, 2, _gather, attrs={"dim": AttrSpec("int", required=True)})
+)
 
 
 def _index_select(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):
@@ -595,7 +669,14 @@ def _index_select(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tens
 
 
 _register(
-    OpSpec("index_select", "indexing", 2, 2, _index_select, attrs={"dim": AttrSpec("int", required=True)})
+    OpSpec(
+        "index_select",
+        "indexing",
+        2,
+        2,
+        _index_select,
+        attrs={"dim": AttrSpec("int", required=True)},
+    )
 )
 
 
@@ -608,8 +689,15 @@ def _embedding(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorT
 
 
 _register(
-    OpSpec("embedding", "indexing", 2, 2, _embedding, attrs={"padding_idx": AttrSpec("int")},
-           doc="operands: weight [V, D], indices (any shape)")
+    OpSpec(
+        "embedding",
+        "indexing",
+        2,
+        2,
+        _embedding,
+        attrs={"padding_idx": AttrSpec("int")},
+        doc="operands: weight [V, D], indices (any shape)",
+    )
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -624,7 +712,9 @@ def _full(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType])
     return [TensorType(out.dtype, out.shape)]
 
 
-_register(OpSpec("full", "creation", 1, 1, _full, doc="a tensor of the result type filled with a literal"))
+_register(
+    OpSpec("full", "creation", 1, 1, _full, doc="a tensor of the result type filled with a literal")
+)
 
 
 def _arange(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):
@@ -639,14 +729,24 @@ def _arange(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType
 
         n = max(0, math.ceil((end - start) / step))
         if isinstance(out.shape[0], int) and out.shape[0] != n:
-            raise TypeRule(f"'arange' from {start} to {end} by {step} has {n} elements, not {out.shape[0]}")
+            raise TypeRule(
+                f"'arange' from {start} to {end} by {step} has {n} elements, not {out.shape[0]}"
+            )
     return [TensorType(out.dtype, out.shape)]
 
 
 _register(
     OpSpec(
-        "arange", "creation", 0, 0, _arange,
-        attrs={"start": AttrSpec("any", 0), "end": AttrSpec("any", required=True), "step": AttrSpec("any", 1)},
+        "arange",
+        "creation",
+        0,
+        0,
+        _arange,
+        attrs={
+            "start": AttrSpec("any", 0),
+            "end": AttrSpec("any", required=True),
+            "step": AttrSpec("any", 1),
+        },
     )
 )
 
@@ -664,13 +764,22 @@ def _constant(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorTy
     out = _decl(decl, "constant")
     shape = _flat_len(attrs["value"])
     if tuple(out.shape) != shape:
-        raise TypeRule(f"'constant' value has shape {list(shape)}, result type says {list(out.shape)}")
+        raise TypeRule(
+            f"'constant' value has shape {list(shape)}, result type says {list(out.shape)}"
+        )
     return [TensorType(out.dtype, out.shape)]
 
 
 _register(
-    OpSpec("constant", "creation", 0, 0, _constant, attrs={"value": AttrSpec("any", required=True)},
-           doc="a small dense tensor written as nested lists")
+    OpSpec(
+        "constant",
+        "creation",
+        0,
+        0,
+        _constant,
+        attrs={"value": AttrSpec("any", required=True)},
+        doc="a small dense tensor written as nested lists",
+    )
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -693,7 +802,7 @@ def _norm_op(opname: str, params: int) -> Infer:
         x = _require_tensor(ops, 0)
         _dtype_check(x.dtype, "float", opname)
         nshape = tuple(attrs["normalized_shape"])
-        if tuple(x.shape[x.rank - len(nshape):]) != nshape or len(nshape) > x.rank:
+        if tuple(x.shape[x.rank - len(nshape) :]) != nshape or len(nshape) > x.rank:
             raise TypeRule(f"normalized_shape {list(nshape)} does not end the input shape {x}")
         for i in range(1, 1 + params):
             p = _optional_tensor(ops, i)
@@ -706,14 +815,22 @@ def _norm_op(opname: str, params: int) -> Infer:
 
 _register(
     OpSpec(
-        "layer_norm", "composite", 1, 3, _norm_op("layer_norm", 2),
+        "layer_norm",
+        "composite",
+        1,
+        3,
+        _norm_op("layer_norm", 2),
         attrs={"normalized_shape": AttrSpec("ints", required=True), "eps": AttrSpec("float", 1e-5)},
         doc="operands: input, weight or none, bias or none",
     )
 )
 _register(
     OpSpec(
-        "rms_norm", "composite", 1, 2, _norm_op("rms_norm", 1),
+        "rms_norm",
+        "composite",
+        1,
+        2,
+        _norm_op("rms_norm", 1),
         attrs={"normalized_shape": AttrSpec("ints", required=True), "eps": AttrSpec("optfloat")},
         doc="operands: input, weight or none; eps none means the dtype's machine epsilon",
     )
@@ -737,7 +854,11 @@ def _batch_norm(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tensor
 
 _register(
     OpSpec(
-        "batch_norm", "composite", 5, 5, _batch_norm,
+        "batch_norm",
+        "composite",
+        5,
+        5,
+        _batch_norm,
         attrs={"eps": AttrSpec("float", 1e-5)},
         doc="inference form; operands: input, weight or none, bias or none, running_mean, running_var",
     )
@@ -759,7 +880,11 @@ def _group_norm(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tensor
 
 _register(
     OpSpec(
-        "group_norm", "composite", 1, 3, _group_norm,
+        "group_norm",
+        "composite",
+        1,
+        3,
+        _group_norm,
         attrs={"num_groups": AttrSpec("int", required=True), "eps": AttrSpec("float", 1e-5)},
     )
 )
@@ -770,7 +895,11 @@ def _loss(opname: str) -> Infer:
         x, t = _require_tensor(ops, 0), _require_tensor(ops, 1)
         _dtype_check(x.dtype, "float", opname)
         _index_dtype(t, f"'{opname}' target")
-        if x.rank not in (1, 2) or t.rank != x.rank - 1 or (x.rank == 2 and t.shape[0] != x.shape[0]):
+        if (
+            x.rank not in (1, 2)
+            or t.rank != x.rank - 1
+            or (x.rank == 2 and t.shape[0] != x.shape[0])
+        ):
             raise TypeRule(f"'{opname}' needs input [N, C] and target [N], got {x} and {t}")
         w = _optional_tensor(ops, 2)
         if w is not None and (w.rank != 1 or w.shape[0] != x.shape[-1]):
@@ -788,14 +917,25 @@ _LOSS_ATTRS = {
 }
 _register(
     OpSpec(
-        "cross_entropy", "composite", 2, 3, _loss("cross_entropy"),
+        "cross_entropy",
+        "composite",
+        2,
+        3,
+        _loss("cross_entropy"),
         attrs={**_LOSS_ATTRS, "label_smoothing": AttrSpec("float", 0.0)},
         doc="operands: logits [N, C], class indices [N], optional class weight [C]",
     )
 )
 _register(
-    OpSpec("nll_loss", "composite", 2, 3, _loss("nll_loss"), attrs=_LOSS_ATTRS,
-           doc="operands: log-probabilities [N, C], class indices [N], optional class weight [C]")
+    OpSpec(
+        "nll_loss",
+        "composite",
+        2,
+        3,
+        _loss("nll_loss"),
+        attrs=_LOSS_ATTRS,
+        doc="operands: log-probabilities [N, C], class indices [N], optional class weight [C]",
+    )
 )
 
 
@@ -839,9 +979,15 @@ def _addmm(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]
 
 
 _register(
-    OpSpec("addmm", "composite", 3, 3, _addmm,
-           attrs={"beta": AttrSpec("float", 1.0), "alpha": AttrSpec("float", 1.0)},
-           doc="beta*bias + alpha*(a @ b)")
+    OpSpec(
+        "addmm",
+        "composite",
+        3,
+        3,
+        _addmm,
+        attrs={"beta": AttrSpec("float", 1.0), "alpha": AttrSpec("float", 1.0)},
+        doc="beta*bias + alpha*(a @ b)",
+    )
 )
 
 
@@ -857,7 +1003,16 @@ def _linear(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType
     return [TensorType(dtype, shape)]
 
 
-_register(OpSpec("linear", "composite", 2, 3, _linear, doc="x @ weight.T + bias; operands: x, weight [out, in], bias or none"))
+_register(
+    OpSpec(
+        "linear",
+        "composite",
+        2,
+        3,
+        _linear,
+        doc="x @ weight.T + bias; operands: x, weight [out, in], bias or none",
+    )
+)
 
 
 def _masked_fill(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):
@@ -867,7 +1022,9 @@ def _masked_fill(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tenso
     v = ops[2]
     if isinstance(v, TensorType):
         if v.rank != 0 or v.dtype != x.dtype:
-            raise TypeRule(f"'masked_fill' value must be a literal or a 0-d {x.dtype} tensor, got {v}")
+            raise TypeRule(
+                f"'masked_fill' value must be a literal or a 0-d {x.dtype} tensor, got {v}"
+            )
     elif not literal_fits(v, x.dtype):
         raise TypeRule(f"'masked_fill' value {v} does not fit {x.dtype}")
     if broadcast_shapes(x.shape, m.shape) != x.shape:
@@ -875,7 +1032,9 @@ def _masked_fill(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tenso
     return [TensorType(x.dtype, x.shape)]
 
 
-_register(OpSpec("masked_fill", "composite", 3, 3, _masked_fill, doc="operands: input, bool mask, value"))
+_register(
+    OpSpec("masked_fill", "composite", 3, 3, _masked_fill, doc="operands: input, bool mask, value")
+)
 
 
 def scalar_ops() -> list[str]:

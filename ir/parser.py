@@ -72,7 +72,10 @@ class _Builder(Transformer):
         self.filename = filename
         self.lines = text.split("\n")
         Origin.filename, Origin.lines, Origin.line_offset, Origin.base = (
-            filename, self.lines, line_offset, None,
+            filename,
+            self.lines,
+            line_offset,
+            None,
         )
         self.line_offset = line_offset
         self.graph: Graph | None = None
@@ -189,8 +192,10 @@ class _Builder(Transformer):
         try:
             dims = _get_lark().parse(inner, start="type_dims")
         except UnexpectedInput as e:
-            raise self.error(e.token if isinstance(e, UnexpectedToken) else tok,
-                             _convert(_get_lark(), e, inner, "", 0).message) from None
+            raise self.error(
+                e.token if isinstance(e, UnexpectedToken) else tok,
+                _convert(_get_lark(), e, inner, "", 0).message,
+            ) from None
         finally:
             Origin.base = saved
         return [self.as_size(d, tok, "a size") for d in dims]
@@ -258,7 +263,9 @@ class _Builder(Transformer):
         operands = [c for c in children[1:] if isinstance(c, (Value, Literal))]
         attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
         types = next(c for c in children if isinstance(c, _Types))
-        node = TensorOp(results=[], attrs=dict(attrs), loc=self.loc(name_tok), op=opname, operands=operands)
+        node = TensorOp(
+            results=[], attrs=dict(attrs), loc=self.loc(name_tok), op=opname, operands=operands
+        )
         node._types = types  # type: ignore[attr-defined]
         node._attr_locs = {k: self.loc(t) for k, t in getattr(attrs, "locs", {}).items()}  # type: ignore[attr-defined]
         return node
@@ -290,8 +297,12 @@ class _Builder(Transformer):
             elif isinstance(c, _Arg):
                 args.append(c.value)
         node = ExternNode(
-            results=[], attrs=dict(attrs), loc=self.loc(callee_tok),
-            callee=_unquote(str(callee_tok)), args=args, kwargs=kwargs,
+            results=[],
+            attrs=dict(attrs),
+            loc=self.loc(callee_tok),
+            callee=_unquote(str(callee_tok)),
+            args=args,
+            kwargs=kwargs,
         )
         node._types = types  # type: ignore[attr-defined]
         return node
@@ -347,8 +358,13 @@ class _Builder(Transformer):
             raise self.error(kw_tok, "a reduction node needs reduction loops after ';'")
         red = [(self.loop_vars[str(t)], s) for t, s in (over.reduction or [])]
         node = LoopNode(
-            results=[], attrs=dict(attrs), loc=self.loc(kw_tok), reduction=reduction,
-            ranges=ranges, reduction_ranges=red, body=body,
+            results=[],
+            attrs=dict(attrs),
+            loc=self.loc(kw_tok),
+            reduction=reduction,
+            ranges=ranges,
+            reduction_ranges=red,
+            body=body,
         )
         node._types = types  # type: ignore[attr-defined]
         self.in_body = False
@@ -402,23 +418,34 @@ class _Builder(Transformer):
         if mask_tok is not None:
             mask = self.body_value([mask_tok])
         return BodyOp(
-            "load", BodyValue("", None), buffer=buf, index=self.as_index(index, buf_tok),
-            mask=mask, other=other, loc=self.loc(kw),
+            "load",
+            BodyValue("", None),
+            buffer=buf,
+            index=self.as_index(index, buf_tok),
+            mask=mask,
+            other=other,
+            loc=self.loc(kw),
         )
 
     def indirect_op(self, children: list[Any]) -> BodyOp:
         kw, src_tok, bound = children
         src = self.body_value([src_tok])
         return BodyOp(
-            "indirect", BodyValue("", DType.I64), operands=[src],
-            bound=self.as_size(bound, kw, "an indirect bound"), loc=self.loc(kw),
+            "indirect",
+            BodyValue("", DType.I64),
+            operands=[src],
+            bound=self.as_size(bound, kw, "an indirect bound"),
+            loc=self.loc(kw),
         )
 
     def index_op(self, children: list[Any]) -> BodyOp:
         kw, expr, dt_tok = children
         dtype = self.dtype(dt_tok)
         return BodyOp(
-            "index", BodyValue("", dtype), index=self.as_index(expr, kw), dtype=dtype,
+            "index",
+            BodyValue("", dtype),
+            index=self.as_index(expr, kw),
+            dtype=dtype,
             loc=self.loc(kw),
         )
 
@@ -428,7 +455,9 @@ class _Builder(Transformer):
         spec = OPS.get(opname)
         if opname != "constant" and (spec is None or not spec.scalar):
             if spec is not None:
-                raise self.error(name_tok, f"'{opname}' is a tensor op; it cannot appear in a loop body")
+                raise self.error(
+                    name_tok, f"'{opname}' is a tensor op; it cannot appear in a loop body"
+                )
             raise self.error(name_tok, _unknown_op_message(opname, _body_op_names()))
         operands = [c for c in children[1:] if isinstance(c, (BodyValue, Literal))]
         attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
@@ -439,7 +468,11 @@ class _Builder(Transformer):
         if opname not in ("constant", "cast") and dtype is not None:
             raise self.error(dt_tok, f"'{opname}' takes no result dtype in a loop body")
         return BodyOp(
-            opname, BodyValue("", dtype), operands=operands, dtype=dtype, attrs=dict(attrs),
+            opname,
+            BodyValue("", dtype),
+            operands=operands,
+            dtype=dtype,
+            attrs=dict(attrs),
             loc=self.loc(name_tok),
         )
 
@@ -496,7 +529,11 @@ class _Builder(Transformer):
 
     def special_lit(self, children: list[Any]) -> Literal:
         t = children[0].type
-        return Literal({"TRUE": True, "FALSE": False, "NONE": None, "INF": float("inf"), "NAN": float("nan")}[t])
+        return Literal(
+            {"TRUE": True, "FALSE": False, "NONE": None, "INF": float("inf"), "NAN": float("nan")}[
+                t
+            ]
+        )
 
     def neg_inf(self, children: list[Any]) -> Literal:
         return Literal(float("-inf"))
@@ -756,7 +793,9 @@ def parse_module(text: str, filename: str = "<input>", line_offset: int = 0) -> 
         except UnexpectedInput as e:
             raise _convert(lark, e, text, filename, line_offset) from None
         except RecursionError:
-            raise ParseError("input is nested too deeply", _loc_at(text, filename, 1, 1, line_offset)) from None
+            raise ParseError(
+                "input is nested too deeply", _loc_at(text, filename, 1, 1, line_offset)
+            ) from None
         except Exception as e:  # a callback failed on input it did not foresee
             inner = getattr(e, "orig_exc", e)
             if isinstance(inner, FirError):
@@ -775,7 +814,9 @@ def _loc_at(text: str, filename: str, line: int, col: int, line_offset: int) -> 
     return Location(filename, line + line_offset, col, src)
 
 
-def _convert(lark: Lark, e: UnexpectedInput, text: str, filename: str, line_offset: int) -> ParseError:
+def _convert(
+    lark: Lark, e: UnexpectedInput, text: str, filename: str, line_offset: int
+) -> ParseError:
     line = getattr(e, "line", 1) or 1
     col = getattr(e, "column", 1) or 1
     if isinstance(e, UnexpectedCharacters):
@@ -783,7 +824,9 @@ def _convert(lark: Lark, e: UnexpectedInput, text: str, filename: str, line_offs
         msg = f"unexpected character '{ch}'"
         if e.allowed:
             msg += f", expected {_expected(lark, e.allowed)}"
-    elif isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+    elif isinstance(e, UnexpectedEOF) or (
+        isinstance(e, UnexpectedToken) and e.token.type == "$END"
+    ):
         lines = text.split("\n")
         line = len(lines)
         col = len(lines[-1]) + 1

@@ -57,7 +57,9 @@ def print_node(n: Node, out: list[str], indent: str) -> None:
     elif isinstance(n, ExternNode):
         args = [attr_value_str(a) for a in n.args]
         args += [f"{k} = {attr_value_str(v)}" for k, v in n.kwargs.items()]
-        out.append(f'{indent}{lhs} = extern {string_str(n.callee)}({", ".join(args)}){attrs} : {types}')
+        out.append(
+            f"{indent}{lhs} = extern {string_str(n.callee)}({', '.join(args)}){attrs} : {types}"
+        )
     elif isinstance(n, LoopNode):
         kind = "pointwise" if n.reduction is None else f"reduction {n.reduction}"
         ranges = ", ".join(f"{v.name} < {dim_str(s)}" for v, s in n.ranges)

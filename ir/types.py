@@ -106,8 +106,10 @@ class TensorType:
 
     def normalized(self) -> TensorType:
         """Drop a layout that is just the contiguous one."""
-        if self.layout and self.layout.offset == 0 and self.layout.strides == contiguous_strides(
-            self.shape
+        if (
+            self.layout
+            and self.layout.offset == 0
+            and self.layout.strides == contiguous_strides(self.shape)
         ):
             return TensorType(self.dtype, self.shape)
         return self

@@ -161,7 +161,8 @@ class _GraphVerifier:
                     name = sorted(s.name for s in unknown)[0]
                     raise self.error(
                         f"size symbol '{name}' is not bound by the function's argument types",
-                        loc, node,
+                        loc,
+                        node,
                     )
 
     # -- tensor level
@@ -174,7 +175,9 @@ class _GraphVerifier:
             if isinstance(o, Value):
                 self.use(o, n.loc, n)
         count = len(n.operands)
-        if count < spec.min_operands or (spec.max_operands is not None and count > spec.max_operands):
+        if count < spec.min_operands or (
+            spec.max_operands is not None and count > spec.max_operands
+        ):
             raise self.error(f"'{n.op}' takes {_arity(spec)}, got {count}", n.loc, n)
         self.attrs(n, spec)
         if len(n.results) != spec.num_results:
@@ -201,9 +204,7 @@ class _GraphVerifier:
             loc = locs.get(key, n.loc)
             if aspec is None:
                 known = ", ".join(spec.attrs) or "none"
-                raise self.error(
-                    f"'{n.op}' has no attribute '{key}' (attributes: {known})", loc, n
-                )
+                raise self.error(f"'{n.op}' has no attribute '{key}' (attributes: {known})", loc, n)
             wanted = _check_attr_kind(aspec, value)
             if wanted is not None:
                 raise self.error(f"'{n.op}' attribute '{key}' must be {wanted}", loc, n)
@@ -235,13 +236,16 @@ class _GraphVerifier:
             if var in ranges:
                 raise self.error(f"loop variable '{var.name}' is bound twice", n.loc, n)
             if _is_int(size) and size <= 0:
-                raise self.error(f"loop '{var.name}' must have a positive size, got {size}", n.loc, n)
+                raise self.error(
+                    f"loop '{var.name}' must have a positive size, got {size}", n.loc, n
+                )
             if not _is_int(size):
                 unknown = set(size.free_symbols) - self.size_symbols
                 if unknown:
                     raise self.error(
                         f"size symbol '{sorted(s.name for s in unknown)[0]}' is not bound by the function's argument types",
-                        n.loc, n,
+                        n.loc,
+                        n,
                     )
             ranges[var] = (0, size - 1) if _is_int(size) else None
         assert n.body is not None
@@ -256,7 +260,9 @@ class _GraphVerifier:
                     if s in known:
                         continue
                     if is_indirect(s):
-                        raise self.error(f"{s.name} is not an 'indirect' index defined before this use", loc, n)
+                        raise self.error(
+                            f"{s.name} is not an 'indirect' index defined before this use", loc, n
+                        )
                     raise self.error(f"index uses unknown variable '{s.name}'", loc, n)
             if op.opcode == "indirect":
                 from .symbolic import indirect_symbol
@@ -273,13 +279,16 @@ class _GraphVerifier:
                     raise self.error(
                         f"load of %{op.buffer.name} is out of bounds: index "
                         f"{_expr(op.index)} spans [{b[0]}, {b[1]}] but the buffer holds {size} elements",
-                        loc, n,
+                        loc,
+                        n,
                     )
             body_defined.add(id(op.result))
         y = n.body.result
         if isinstance(y, BodyValue):
             if id(y) not in body_defined:
-                raise self.error(f"yield of undefined value %{y.name}", n.body.yield_loc or n.loc, n)
+                raise self.error(
+                    f"yield of undefined value %{y.name}", n.body.yield_loc or n.loc, n
+                )
             ydtype = y.dtype
         else:
             ydtype = None
@@ -291,7 +300,11 @@ class _GraphVerifier:
             if len(n.results) != 3:
                 raise self.error("a welford reduction has three results: mean, m2, count", loc, n)
         elif len(n.results) != 1:
-            raise self.error(f"a {'pointwise' if n.reduction is None else n.reduction} node has one result", loc, n)
+            raise self.error(
+                f"a {'pointwise' if n.reduction is None else n.reduction} node has one result",
+                loc,
+                n,
+            )
         out = n.results[0].type
         for r in n.results[1:]:
             if not _same_dims(r.type.shape, out.shape):
@@ -302,7 +315,8 @@ class _GraphVerifier:
         if not _equal_numel(numel, out.numel):
             raise self.error(
                 f"the loops cover {dim_str(numel)} elements but the result {out} has {dim_str(out.numel)}",
-                loc, n,
+                loc,
+                n,
             )
         if ydtype is None:
             if n.body is not None and isinstance(n.body.result, Literal):
@@ -311,7 +325,9 @@ class _GraphVerifier:
                     raise self.error(f"yielded literal {lit} does not fit {out.dtype}", loc, n)
                 return
             raise self.error("the yielded value has no known dtype", loc, n)
-        expected = {"argmax": DType.I64, "argmin": DType.I64, "any": DType.BOOL}.get(n.reduction or "", ydtype)
+        expected = {"argmax": DType.I64, "argmin": DType.I64, "any": DType.BOOL}.get(
+            n.reduction or "", ydtype
+        )
         if n.reduction == "any" and ydtype != DType.BOOL:
             raise self.error(f"'any' reduces bool values, got {ydtype}", n.body.yield_loc or loc, n)
         if n.reduction == "welford" and not ydtype.is_float:
@@ -319,13 +335,17 @@ class _GraphVerifier:
         for r in n.results:
             if r.type.dtype != expected:
                 raise self.error(
-                    f"result %{r.name} has dtype {r.type.dtype}, but the node produces {expected}", loc, n
+                    f"result %{r.name} has dtype {r.type.dtype}, but the node produces {expected}",
+                    loc,
+                    n,
                 )
 
     def body_op(self, op: BodyOp, n: LoopNode, defined: set[int], loc: Location | None) -> None:
         for o in op.operands:
             if isinstance(o, BodyValue) and id(o) not in defined:
-                raise self.error(f"%{o.name} is used before it is defined in this loop body", loc, n)
+                raise self.error(
+                    f"%{o.name} is used before it is defined in this loop body", loc, n
+                )
         if op.opcode == "load":
             if op.buffer is None or op.index is None:
                 raise self.error("load needs a buffer and an index", loc, n)
@@ -363,7 +383,9 @@ class _GraphVerifier:
             if spec is None or not spec.scalar:
                 raise self.error(f"'{op.opcode}' cannot appear in a loop body", loc, n)
             count = len(op.operands)
-            if count < spec.min_operands or (spec.max_operands is not None and count > spec.max_operands):
+            if count < spec.min_operands or (
+                spec.max_operands is not None and count > spec.max_operands
+            ):
                 raise self.error(f"'{op.opcode}' takes {_arity(spec)}, got {count}", loc, n)
             if op.attrs:
                 raise self.error(f"'{op.opcode}' takes no attributes in a loop body", loc, n)

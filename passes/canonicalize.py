@@ -32,7 +32,9 @@ class CanonicalizePass(Pass):
         for g in module.funcs:
             self.statistics["folded"] = self.statistics.get("folded", 0) + self.run_graph(g)
             if self.dce:  # type: ignore[attr-defined]
-                self.statistics["removed"] = self.statistics.get("removed", 0) + remove_dead_nodes(g)
+                self.statistics["removed"] = self.statistics.get("removed", 0) + remove_dead_nodes(
+                    g
+                )
         return module
 
     def run_graph(self, g: Graph) -> int:
@@ -65,7 +67,11 @@ class CanonicalizePass(Pass):
         x = ops[0] if ops and isinstance(ops[0], Value) else None
 
         def same(v: Value | None) -> Value | None:
-            return v if v is not None and v.type.dtype == out.dtype and v.type.shape == out.shape else None
+            return (
+                v
+                if v is not None and v.type.dtype == out.dtype and v.type.shape == out.shape
+                else None
+            )
 
         op = n.op
         if op in ("add", "sub") and len(ops) == 2 and _is_lit(ops[1], 0):
@@ -98,7 +104,12 @@ class CanonicalizePass(Pass):
             and n.attrs["dim0"] % x.type.rank == n.attrs["dim1"] % x.type.rank
         ):
             return same(x)
-        if op == "reshape" and x is not None and isinstance(x.owner, TensorOp) and x.owner.op == "reshape":
+        if (
+            op == "reshape"
+            and x is not None
+            and isinstance(x.owner, TensorOp)
+            and x.owner.op == "reshape"
+        ):
             return ("reshape", [x.owner.operands[0]], {})
         if op in ("permute", "transpose") and x is not None and isinstance(x.owner, TensorOp):
             inner = x.owner

@@ -155,7 +155,9 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
         raise _error(
             f"unknown pass '{spec.name}'{extra} (passes: {', '.join(registry.pass_names())}; "
             f"pipelines: {', '.join(registry.pipeline_names())})",
-            text, source, spec.column,
+            text,
+            source,
+            spec.column,
         )
     cls = registry.get_pass_class(spec.name)
     values: dict[str, Any] = {}
@@ -171,7 +173,9 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
         except ValueError:
             raise _error(
                 f"option '{key}' of pass '{spec.name}' takes a {opt.type_name()}, got '{raw}'",
-                text, source, col,
+                text,
+                source,
+                col,
             ) from None
     return cls(**values)
 

@@ -37,7 +37,9 @@ def test_fir_opt_does_not_import_torch_or_sympy(tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "0 False False"
 
 
-def test_fir_opt_round_trips_and_writes_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fir_opt_round_trips_and_writes_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "rms.fir"
     src.write_text(RMS)
     dst = tmp_path / "out.fir"
@@ -59,7 +61,9 @@ def test_fir_opt_user_errors_exit_1(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert e.value.code == 1
 
 
-def test_split_input_file_keeps_line_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_split_input_file_keeps_line_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = RMS + "// -----\n" + RMS.replace("rsqrt", "rsqrtt") + "// -----\n" + RMS
     src = tmp_path / "split.fir"
     src.write_text(text)
@@ -76,7 +80,9 @@ def test_fir_opt_console_script_runs() -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
-def test_fir_run_examples_with_pipeline_check(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fir_run_examples_with_pipeline_check(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert fir_run.main([str(path), "-p", "cleanup", "--check"]) == 0
     out = capsys.readouterr().out
     assert "output #0" in out and "agree before and after" in out

@@ -31,15 +31,31 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("input", nargs="?", default="-", help="input .fir file, or - for stdin")
     p.add_argument("-p", "--pipeline", default="", help="passes, e.g. 'canonicalize,cse'")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
-    p.add_argument("--split-input-file", action="store_true",
-                   help="treat '// -----' lines as separators of independent inputs")
-    p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass (stderr)")
-    p.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
-                   help="print the IR after the named pass (stderr); may be repeated")
-    p.add_argument("--verify-each", dest="verify_each", action="store_true", default=True,
-                   help="verify after every pass (default)")
-    p.add_argument("--no-verify-each", dest="verify_each", action="store_false",
-                   help="verify only the input")
+    p.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help="treat '// -----' lines as separators of independent inputs",
+    )
+    p.add_argument(
+        "--print-ir-after-all", action="store_true", help="print the IR after every pass (stderr)"
+    )
+    p.add_argument(
+        "--print-ir-after",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="print the IR after the named pass (stderr); may be repeated",
+    )
+    p.add_argument(
+        "--verify-each",
+        dest="verify_each",
+        action="store_true",
+        default=True,
+        help="verify after every pass (default)",
+    )
+    p.add_argument(
+        "--no-verify-each", dest="verify_each", action="store_false", help="verify only the input"
+    )
     p.add_argument("--timing", action="store_true", help="report the time of each stage (stderr)")
     p.add_argument("--list-passes", action="store_true", help="list passes, options and pipelines")
     return p
@@ -101,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
+        text = (
+            sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
+        )
     except OSError as e:
         print(f"fir-opt: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
@@ -125,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                     sys.stderr.write(f"// -----// IR after {p.name} //----- //\n")
                     sys.stderr.write(print_module(m))
 
-            module = pipeline.run(module, verify_each=args.verify_each, after_pass=after, timings=timings)
+            module = pipeline.run(
+                module, verify_each=args.verify_each, after_pass=after, timings=timings
+            )
             t3 = time.perf_counter()
             outputs.append(print_module(module))
             timings.append(("print", time.perf_counter() - t3))
@@ -154,9 +174,12 @@ def format_timing(timings: list[tuple[str, float]]) -> str:
     for stage, secs in timings:
         totals[stage] = totals.get(stage, 0.0) + secs
     total = sum(totals.values()) or 1e-12
-    lines = ["===-------------------------------------===", "  FIR execution timing report",
-             "===-------------------------------------===",
-             f"  {'wall (ms)':>10}  {'share':>6}  stage"]
+    lines = [
+        "===-------------------------------------===",
+        "  FIR execution timing report",
+        "===-------------------------------------===",
+        f"  {'wall (ms)':>10}  {'share':>6}  stage",
+    ]
     for stage, secs in totals.items():
         lines.append(f"  {secs * 1e3:10.2f}  {100 * secs / total:5.1f}%  {stage}")
     lines.append(f"  {total * 1e3:10.2f}  100.0%  total")

@@ -23,11 +23,18 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--func", default=None, help="function to run (default: the first)")
     p.add_argument("-p", "--pipeline", default="", help="passes to run before executing")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--int-high", type=int, default=None,
-                   help="integer inputs are drawn from [0, N) (default: the smallest size > 1 of any argument)")
+    p.add_argument(
+        "--int-high",
+        type=int,
+        default=None,
+        help="integer inputs are drawn from [0, N) (default: the smallest size > 1 of any argument)",
+    )
     p.add_argument("--print-values", action="store_true", help="print every output tensor")
-    p.add_argument("--check", action="store_true",
-                   help="also run the program before the pipeline and compare the outputs")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="also run the program before the pipeline and compare the outputs",
+    )
     return p
 
 
@@ -85,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
+        text = (
+            sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
+        )
     except OSError as e:
         print(f"fir-run: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
@@ -123,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 torch.testing.assert_close(t, r, equal_nan=True)
             except AssertionError as e:
-                print(f"fir-run: error: output #{k} changed under the pipeline:\n{e}", file=sys.stderr)
+                print(
+                    f"fir-run: error: output #{k} changed under the pipeline:\n{e}", file=sys.stderr
+                )
                 return 1
         print(f"check: {len(outputs)} output(s) agree before and after '{args.pipeline}'")
     return 0
