@@ -8,6 +8,7 @@ The table is the source of truth; never edit docs/ops.md by hand.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,36 @@ CATEGORIES: dict[str, str] = {
     "compare": "Elementwise comparison of two operands of one dtype; shapes broadcast; result bool.",
     "ternary": "`where %cond, %a, %b`: a bool condition selects between two operands of one dtype; shapes broadcast.",
     "cast": "Dtype conversion; the result dtype is the declared result type's (`: f16[...]` at tensor level, `: f16` in a loop body).",
-    "reduction": "Reduce over `dims` (all dimensions when absent); `keepdim` keeps reduced dimensions as size 1.",
-    "view": "Shape and layout changes; `lower` turns them into index expressions, so they never reach loop level.",
+    "reduction": "Reduce over `dims` (all dimensions when absent); `keepdim` keeps reduced dimensions as size 1. `argmax`/`argmin` take one optional `dim` instead (absent: over the flattened tensor) and return i64.",
+    "view": "Shape, layout and data-movement ops (`cat` and `pad` included); `lower` turns them into index expressions and masked loads, so they never reach loop level.",
     "indexing": "Reads driven by an index tensor (i64 or i32); `lower` turns them into `indirect` loads.",
     "creation": "Tensors made from attributes or literals only; the shape and dtype come from the result type.",
     "composite": "Higher-level ops (activations, softmax, normalization, losses, matmul family) that `decompose` rewrites into the ops above or into extern calls.",
+}
+
+# Typing rules written as dedicated functions in fir.ir.ops, keyed by the function's name; an op
+# whose rule is not listed here (or is renamed) shows "—".
+NAMED_RULES = {
+    "_where": "bool cond, any → same",
+    "_cast": "any → declared",
+    "_clamp": "non-bool → same",
+    "_same_float": "float → same",
+    "_softmax_like": "float → same",
+    "_arg_reduction": "non-bool → i64",
+    "_norm_op": "float → same",
+    "_batch_norm": "float → same",
+    "_group_norm": "float → same",
+    "_loss": "float, i64/i32 target → same",
+    "_gather": "any, i64/i32 index → same",
+    "_index_select": "any, i64/i32 index → same",
+    "_embedding": "any, i64/i32 index → same",
+    "_matmul": "non-bool → same",
+    "_masked_fill": "any, bool mask → same",
+    "_addmm": "any → same",
+    "_linear": "any → same",
+    "_full": "declared",
+    "_arange": "declared",
+    "_constant": "declared",
 }
 
 RULES = {
@@ -65,14 +91,13 @@ def dtype_rule(spec: OpSpec) -> str:
     names = getattr(getattr(infer, "__code__", None), "co_freevars", ())
     cells: dict[str, Any] = {}
     for n, c in zip(names, getattr(infer, "__closure__", None) or ()):
-        try:
+        with contextlib.suppress(ValueError):  # an empty cell
             cells[n] = c.cell_contents
-        except ValueError:
-            pass
     rule, result = cells.get("rule"), cells.get("result")
-    if rule not in RULES or result not in ("same", "bool"):
-        return ""
-    return f"{RULES[rule]} → {result}"
+    if rule in RULES and result in ("same", "bool"):
+        return f"{RULES[rule]} → {result}"
+    owner = getattr(infer, "__qualname__", "").split(".")[0]
+    return NAMED_RULES.get(owner, "")
 
 
 def cell(text: str) -> str:
@@ -83,7 +108,9 @@ def render() -> str:
     by_cat: dict[str, list[OpSpec]] = {}
     for spec in OPS.values():
         by_cat.setdefault(spec.category, []).append(spec)
-    order = [c for c in CATEGORIES if c in by_cat] + sorted(c for c in by_cat if c not in CATEGORIES)
+    order = [c for c in CATEGORIES if c in by_cat] + sorted(
+        c for c in by_cat if c not in CATEGORIES
+    )
 
     out = [
         "# FIR ops",
@@ -96,8 +123,9 @@ def render() -> str:
         "",
         "Columns: **operands**: how many operands (tensor values or literals) the op takes, `≥n` for",
         "variadic; **attributes**: name, kind, default or *required*, allowed choices;",
-        "**dtypes**: operand dtype rule → result dtype (`same`: the operands' dtype), where the rule is",
-        "uniform; **results**: number of results; **loop body**: whether the op is also a scalar op of",
+        "**dtypes**: operand dtype rule → result dtype (`same`: the operands' dtype; `declared`: the",
+        "declared result type's), where the table states it (`—`: see the op's doc; views keep the",
+        "operand's dtype); **results**: number of results; **loop body**: whether the op is also a scalar op of",
         "loop bodies (`%2 = add %0, %1`). Besides these, loop bodies have the special ops `load`,",
         "`indirect`, `index`, `constant` and `cast` (see language.md).",
         "",

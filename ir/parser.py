@@ -117,6 +117,11 @@ class _Builder(Transformer):
         self.declaring_sizes = True
         return self.graph
 
+    def func_args(self, children: list[Any]) -> list[Value]:
+        # size symbols are declared by argument types only
+        self.declaring_sizes = False
+        return [c for c in children if c is not None]
+
     def arg(self, children: list[Any]) -> Value:
         tok, ty = children
         name = tok[1:]
@@ -132,7 +137,7 @@ class _Builder(Transformer):
     def func(self, children: list[Any]) -> Graph:
         g = children[0]
         assert isinstance(g, Graph)
-        args = [c for c in children if isinstance(c, Value)]
+        args = children[1]
         types = [c for c in children if isinstance(c, TensorType)]
         attrs = next((c for c in children if isinstance(c, _Attrs)), None)
         ret_tok, outputs = children[-1]
@@ -328,6 +333,9 @@ class _Builder(Transformer):
                 reduction.append(c)
             else:
                 ranges.append(c)
+        if reduction == [] and any(isinstance(c, Token) and c.type == "SEMI" for c in children):
+            semi = next(c for c in children if isinstance(c, Token) and c.type == "SEMI")
+            raise self.error(semi, "expected at least one reduction loop after ';'")
         from .symbolic import index_var
 
         self.loop_vars = {}
@@ -587,28 +595,27 @@ class _Builder(Transformer):
 
         return indirect_symbol("%" + v.name)
 
-    def _arith(self, children: list[Any], op: str) -> Any:
-        a, b = children[0], children[-1]
+    def _arith(self, a: Any, op_tok: Token, b: Any) -> Any:
         for x in (a, b):
             if not (isinstance(x, int) or hasattr(x, "free_symbols")):
-                raise ParseError(f"'{op}' needs integer expressions, got {_describe(x)}")
-        if op == "+":
+                raise self.error(op_tok, f"'{op_tok}' needs integer expressions, got {_describe(x)}")
+        if op_tok == "+":
             return a + b
-        if op == "-":
+        if op_tok == "-":
             return a - b
         return a * b
 
     def add(self, children: list[Any]) -> Any:
-        return self._arith(children, "+")
+        return self._arith(*children)
 
     def sub(self, children: list[Any]) -> Any:
-        return self._arith(children, "-")
+        return self._arith(*children)
 
     def mul(self, children: list[Any]) -> Any:
-        return self._arith(children, "*")
+        return self._arith(*children)
 
     def neg(self, children: list[Any]) -> Any:
-        return self._arith([0, children[-1]], "-")
+        return self._arith(0, *children)
 
     def _divmod(self, children: list[Any], kind: str) -> Any:
         a, b = children[-2], children[-1]
@@ -631,13 +638,12 @@ class _Builder(Transformer):
         return self._divmod(children, "mod")
 
     def _minmax(self, children: list[Any], kind: str) -> Any:
-        # the "min"/"max" keyword is an anonymous token, so every child is an argument
-        args = list(children)
-        if all(isinstance(a, int) for a in args):
-            return min(args) if kind == "min" else max(args)
+        kw, args = children[0], children[1:]
         for x in args:
             if not (isinstance(x, int) or hasattr(x, "free_symbols")):
-                raise ParseError(f"{kind} needs integer expressions, got {_describe(x)}")
+                raise self.error(kw, f"{kind} needs integer expressions, got {_describe(x)}")
+        if all(isinstance(a, int) for a in args):
+            return min(args) if kind == "min" else max(args)
         import sympy
 
         return (sympy.Min if kind == "min" else sympy.Max)(*args)
@@ -729,6 +735,7 @@ _TERMINAL_NAMES = {
     "FLOAT": "a float",
     "INT": "an integer",
     "STRING": "a string",
+    "TYPE": "a type (f32[...])",
     "$END": "end of input",
 }
 
