@@ -87,6 +87,7 @@ def _shift(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
 
 
 ELEMENTWISE: dict[str, Callable[..., torch.Tensor]] = {}
+_BOOL_RESULT: set[str] = set()
 
 
 def _build_table() -> None:
@@ -115,6 +116,7 @@ def _build_table() -> None:
     for name in BINARY_NUMERIC + BINARY_FLOAT + BINARY_INT + BINARY_LOGICAL + COMPARE:
         ELEMENTWISE[name] = special.get(name) or getattr(torch, name)
     ELEMENTWISE["where"] = torch.where
+    _BOOL_RESULT.update(UNARY_TO_BOOL_FLOAT + BINARY_LOGICAL + COMPARE + ["logical_not"])
     missing = [n for n, s in OPS.items() if s.scalar and n != "cast" and n not in ELEMENTWISE]
     assert not missing, f"interpreter has no implementation for {missing}"
 
@@ -152,6 +154,8 @@ def apply_elementwise(
     fn = ELEMENTWISE.get(name)
     if fn is None:
         raise InterpreterError(f"unknown elementwise op '{name}'")
+    if fallback == torch.bool and name in _BOOL_RESULT:
+        fallback = None  # the result dtype says nothing about the operands
     data_start = 1 if name == "where" else 0
     ref = next((a for a in args[data_start:] if isinstance(a, torch.Tensor)), None)
     if ref is not None:
@@ -230,7 +234,9 @@ def eval_index(expr: Any, env: dict[Any, Any]) -> Any:
             expr, env, floordiv=_idx_floordiv, mod=_idx_mod, minimum=_idx_min, maximum=_idx_max
         )
     except KeyError as e:
-        raise InterpreterError(f"index expression {_expr_str(expr)} uses unbound symbol {e}") from None
+        raise InterpreterError(
+            f"index expression {_expr_str(expr)} uses unbound symbol {e}"
+        ) from None
 
 
 def _expr_str(e: Any) -> str:
@@ -257,7 +263,9 @@ def run_module(
             graph = module.func(func_name.removeprefix("@"))
         except KeyError:
             names = ", ".join("@" + f.name for f in module.funcs)
-            raise InterpreterError(f"no function @{func_name} in the module (it has {names})") from None
+            raise InterpreterError(
+                f"no function @{func_name} in the module (it has {names})"
+            ) from None
     return run_graph(graph, inputs)
 
 
@@ -313,7 +321,9 @@ class _Run:
     def bind_inputs(self, inputs: Sequence[torch.Tensor]) -> None:
         g = self.graph
         if not isinstance(inputs, (list, tuple)):
-            raise InterpreterError(f"inputs of @{g.name} must be a list of tensors, got {type(inputs).__name__}")
+            raise InterpreterError(
+                f"inputs of @{g.name} must be a list of tensors, got {type(inputs).__name__}"
+            )
         if len(inputs) != len(g.args):
             raise InterpreterError(
                 f"@{g.name} takes {len(g.args)} input(s) "
@@ -321,10 +331,14 @@ class _Run:
             )
         for a, x in zip(g.args, inputs):
             if not isinstance(x, torch.Tensor):
-                raise InterpreterError(f"input %{a.name} must be a torch.Tensor, got {type(x).__name__}")
+                raise InterpreterError(
+                    f"input %{a.name} must be a torch.Tensor, got {type(x).__name__}"
+                )
             want = a.type.dtype.to_torch()
             if x.dtype != want:
-                raise InterpreterError(f"input %{a.name} must have dtype {a.type.dtype} ({want}), got {x.dtype}")
+                raise InterpreterError(
+                    f"input %{a.name} must have dtype {a.type.dtype} ({want}), got {x.dtype}"
+                )
             if x.dim() != a.type.rank:
                 raise InterpreterError(
                     f"input %{a.name} must have rank {a.type.rank} ({a.type}), got shape {list(x.shape)}"
@@ -338,7 +352,7 @@ class _Run:
                     self._bind(d, actual, a)
                 elif not isinstance(d, int):
                     pending.append((a, k, d, actual))
-        for a, k, d, actual in pending:
+        for a, _k, d, actual in pending:
             unbound = [s for s in d.free_symbols if s not in self.sizes]
             if len(unbound) == 1:
                 sols = [s for s in sympy.solve(sympy.Eq(d, actual), unbound[0]) if s.is_Integer]
@@ -354,7 +368,9 @@ class _Run:
 
     def _bind(self, sym: sympy.Symbol, actual: int, a: Value) -> None:
         if actual <= 0:
-            raise InterpreterError(f"size symbol {sym} (from input %{a.name}) must be positive, got {actual}")
+            raise InterpreterError(
+                f"size symbol {sym} (from input %{a.name}) must be positive, got {actual}"
+            )
         old = self.sizes.get(sym)
         if old is not None and old != actual:
             raise InterpreterError(
@@ -394,7 +410,9 @@ class _Run:
             else:
                 raise InterpreterError(f"cannot run a {type(node).__name__}")
             if len(outs) != len(node.results):
-                raise InterpreterError(f"produced {len(outs)} result(s), the node declares {len(node.results)}")
+                raise InterpreterError(
+                    f"produced {len(outs)} result(s), the node declares {len(node.results)}"
+                )
             for r, t in zip(node.results, outs):
                 self.values[r] = self.conform(r, t)
         except FirError as e:
@@ -453,7 +471,11 @@ class _Run:
         out_dtype = node.results[0].type.dtype.to_torch() if node.results else None
         if node.op == "cast":
             x = args[0]
-            return [x.to(out_dtype) if isinstance(x, torch.Tensor) else literal_tensor(x.value, out_dtype)]
+            return [
+                x.to(out_dtype)
+                if isinstance(x, torch.Tensor)
+                else literal_tensor(x.value, out_dtype)
+            ]
         if spec.scalar:
             return [apply_elementwise(node.op, args, out_dtype)]
         impl = _TENSOR_OPS.get(node.op)
@@ -484,7 +506,9 @@ class _Run:
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         for k, o in enumerate(outs):
             if not isinstance(o, torch.Tensor):
-                raise InterpreterError(f'extern "{node.callee}" returned {type(o).__name__} as result #{k}, not a tensor')
+                raise InterpreterError(
+                    f'extern "{node.callee}" returned {type(o).__name__} as result #{k}, not a tensor'
+                )
         return outs
 
     # -- loop level
@@ -511,7 +535,9 @@ class _Run:
                     f"the pointwise ranges cover {numel} elements but result %{r.name} ({r.type}) has {want}"
                 )
         if isinstance(y, Literal):
-            y = literal_tensor(y.value, out_types[0].dtype.to_torch() if node.reduction != "any" else torch.bool)
+            y = literal_tensor(
+                y.value, out_types[0].dtype.to_torch() if node.reduction != "any" else torch.bool
+            )
         y = y.expand(grid)
         if node.reduction is None:
             if len(node.results) != 1:
@@ -558,7 +584,9 @@ def _reduce_rows(kind: str, rows: torch.Tensor, dtypes: list[torch.dtype]) -> li
     n = rows.shape[-1]
     if kind == "welford":
         if len(dtypes) != 3:
-            raise InterpreterError(f"a welford reduction has 3 results (mean, m2, count), got {len(dtypes)}")
+            raise InterpreterError(
+                f"a welford reduction has 3 results (mean, m2, count), got {len(dtypes)}"
+            )
         x = rows.to(dtypes[0])
         if n == 0:
             mean = torch.zeros(rows.shape[:-1], dtype=dtypes[0])
@@ -582,7 +610,12 @@ def _reduce_rows(kind: str, rows: torch.Tensor, dtypes: list[torch.dtype]) -> li
             if kind.startswith("arg"):
                 return [torch.zeros(rows.shape[:-1], dtype=torch.int64)]
             return [torch.full(rows.shape[:-1], _identity(kind, rows.dtype), dtype=rows.dtype)]
-        out = {"max": torch.amax, "min": torch.amin, "argmax": torch.argmax, "argmin": torch.argmin}[kind](rows, -1)
+        out = {
+            "max": torch.amax,
+            "min": torch.amin,
+            "argmax": torch.argmax,
+            "argmin": torch.argmin,
+        }[kind](rows, -1)
     else:
         raise InterpreterError(f"unknown reduction kind '{kind}'")
     return [out.to(dt)]
@@ -614,7 +647,10 @@ class _BodyEval:
             except FirError as e:
                 if e.loc is not None:
                     raise
-                raise InterpreterError(f"{_node_name(self.node)}, %{op.result.name} = {op.opcode}: {e.message}", op.loc or self.node.loc) from e
+                raise InterpreterError(
+                    f"{_node_name(self.node)}, %{op.result.name} = {op.opcode}: {e.message}",
+                    op.loc or self.node.loc,
+                ) from e
         r = body.result
         return self.operand(r) if isinstance(r, BodyValue) else r
 
@@ -624,7 +660,9 @@ class _BodyEval:
         try:
             return self.vals[o]
         except KeyError:
-            raise InterpreterError(f"%{o.name} is used before it is defined in this loop body") from None
+            raise InterpreterError(
+                f"%{o.name} is used before it is defined in this loop body"
+            ) from None
 
     def op(self, op: BodyOp) -> torch.Tensor:
         code = op.opcode
@@ -646,7 +684,11 @@ class _BodyEval:
             v = _as_long(eval_index(op.index, self.env))
             return v.to(op.dtype.to_torch()) if op.dtype is not None else v
         if code == "constant":
-            value = op.operands[0].value if op.operands and isinstance(op.operands[0], Literal) else None
+            value = (
+                op.operands[0].value
+                if op.operands and isinstance(op.operands[0], Literal)
+                else None
+            )
             dtype = op.dtype.to_torch() if op.dtype else _default_dtype(value)
             return literal_tensor(value, dtype)
         if code == "cast":
@@ -656,7 +698,7 @@ class _BodyEval:
             dtype = op.dtype.to_torch()
             return literal_tensor(x.value, dtype) if isinstance(x, Literal) else x.to(dtype)
         args = [self.operand(o) for o in op.operands]
-        fallback = (op.result.dtype or op.dtype)
+        fallback = op.result.dtype or op.dtype
         return apply_elementwise(code, args, fallback.to_torch() if fallback else None)
 
     def check_indirect(self, expr: Any, mask: torch.Tensor | None) -> None:
@@ -665,7 +707,9 @@ class _BodyEval:
             if not symbolic.is_indirect(sym):
                 continue
             if sym not in self.bounds:
-                raise InterpreterError(f"{sym.name} in {_expr_str(expr)} is not an indirect index defined above")
+                raise InterpreterError(
+                    f"{sym.name} in {_expr_str(expr)} is not an indirect index defined above"
+                )
             bound, _ = self.bounds[sym]
             value = self.env[sym]
             bad = (value < 0) | (value >= bound)
@@ -876,7 +920,9 @@ def _(c: _Call) -> torch.Tensor:
 
 @_op("batch_norm")
 def _(c: _Call) -> torch.Tensor:
-    return F.batch_norm(c.t(0), c.t(3), c.t(4), c.opt(1), c.opt(2), training=False, eps=c.attr("eps"))
+    return F.batch_norm(
+        c.t(0), c.t(3), c.t(4), c.opt(1), c.opt(2), training=False, eps=c.attr("eps")
+    )
 
 
 @_op("group_norm")
@@ -895,8 +941,12 @@ def _check_targets(c: _Call) -> None:
 def _(c: _Call) -> torch.Tensor:
     _check_targets(c)
     return F.cross_entropy(
-        c.t(0), c.t(1), weight=c.opt(2), ignore_index=c.attr("ignore_index"),
-        reduction=c.attr("reduction"), label_smoothing=c.attr("label_smoothing"),
+        c.t(0),
+        c.t(1),
+        weight=c.opt(2),
+        ignore_index=c.attr("ignore_index"),
+        reduction=c.attr("reduction"),
+        label_smoothing=c.attr("label_smoothing"),
     )
 
 
@@ -904,7 +954,11 @@ def _(c: _Call) -> torch.Tensor:
 def _(c: _Call) -> torch.Tensor:
     _check_targets(c)
     return F.nll_loss(
-        c.t(0), c.t(1), weight=c.opt(2), ignore_index=c.attr("ignore_index"), reduction=c.attr("reduction")
+        c.t(0),
+        c.t(1),
+        weight=c.opt(2),
+        ignore_index=c.attr("ignore_index"),
+        reduction=c.attr("reduction"),
     )
 
 
@@ -1053,7 +1107,9 @@ def _(c: _Call) -> torch.Tensor:
     dim = c.attr("dim") % x.dim()
     index = c.attr("index")
     if not -x.shape[dim] <= index < x.shape[dim]:
-        raise InterpreterError(f"select index {index} is out of range for dimension {dim} of size {x.shape[dim]}")
+        raise InterpreterError(
+            f"select index {index} is out of range for dimension {dim} of size {x.shape[dim]}"
+        )
     return x.select(dim, index)
 
 
