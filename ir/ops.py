@@ -80,13 +80,25 @@ def _require_tensor(ops: Sequence[OperandType], i: int, what: str = "operand") -
     return o
 
 
+_INT_RANGE = {
+    DType.I8: (-(2**7), 2**7 - 1),
+    DType.I16: (-(2**15), 2**15 - 1),
+    DType.I32: (-(2**31), 2**31 - 1),
+    DType.I64: (-(2**63), 2**63 - 1),
+    DType.U8: (0, 255),
+}
+
+
 def literal_fits(lit: Literal, dtype: DType) -> bool:
     if lit.kind == "none":
         return False
     if dtype.is_bool:
         return lit.kind == "bool"
     if dtype.is_int:
-        return lit.kind in ("int", "bool")
+        if lit.kind == "int":
+            lo, hi = _INT_RANGE[dtype]
+            return lo <= lit.value <= hi  # type: ignore[operator]
+        return lit.kind == "bool"
     return lit.kind in ("int", "float", "bool")
 
 
@@ -478,14 +490,11 @@ def slice_size(size: Dim, start: Dim, end: Dim | None, step: int) -> Dim:
     if isinstance(size, int) and isinstance(start, int) and (end is None or isinstance(end, int)):
         s, e, _ = slice(start, end, step).indices(size)
         return max(0, -(-(e - s) // step))
-    # symbolic: assume the bounds are already within range
-    import sympy
+    # symbolic: assume the bounds are already within range; ceil(n / step) as a floor division
+    from .symbolic import FloorDiv, as_expr, to_dim
 
     e = size if end is None else end
-    length = sympy.ceiling((sympy.sympify(e) - start) / step)
-    from .symbolic import to_dim
-
-    return to_dim(sympy.simplify(length))
+    return to_dim(FloorDiv(as_expr(e) - start + step - 1, as_expr(step)))
 
 
 def _slice(ops: list[OperandType], attrs: dict[str, Any], decl: list[TensorType]):

@@ -197,10 +197,18 @@ class _Builder(Transformer):
         try:
             dims = _get_lark().parse(inner, start="type_dims")
         except UnexpectedInput as e:
-            raise self.error(
-                e.token if isinstance(e, UnexpectedToken) else tok,
-                _convert(_get_lark(), e, inner, "", 0).message,
-            ) from None
+            message = _convert(_get_lark(), e, inner, "", 0).message
+            # the dimensions end at the type's ']', not at the end of the input
+            message = message.replace("unexpected end of input", "unexpected ']'")
+            message = message.replace("end of input", "']'")
+            at = e.token if isinstance(e, UnexpectedToken) and e.token.type != "$END" else None
+            if at is None:
+                loc = self.loc(tok)
+                raise ParseError(
+                    message,
+                    Location(loc.file, loc.line, tok.column + len(tok) - 1, loc.source_line),
+                ) from None
+            raise self.error(at, message) from None
         finally:
             Origin.base = saved
         return [self.as_size(d, tok, "a size") for d in dims]

@@ -189,7 +189,7 @@ class _GraphVerifier:
         try:
             inferred = spec.infer(operand_types, n.attrs, declared)
         except TypeRule as e:
-            raise self.error(f"'{n.op}': {e}", n.loc, n) from None
+            raise self.error(_rule_message(n.op, e), n.loc, n) from None
         for k, (d, i) in enumerate(zip(declared, inferred)):
             if not _types_equal(d, i):
                 which = "result type" if len(declared) == 1 else f"result #{k} type"
@@ -322,7 +322,11 @@ class _GraphVerifier:
             if n.body is not None and isinstance(n.body.result, Literal):
                 lit = n.body.result
                 if not literal_fits(lit, out.dtype):
-                    raise self.error(f"yielded literal {lit} does not fit {out.dtype}", loc, n)
+                    raise self.error(
+                        f"yielded literal {lit} does not fit {out.dtype}",
+                        n.body.yield_loc or loc,
+                        n,
+                    )
                 return
             raise self.error("the yielded value has no known dtype", loc, n)
         expected = {"argmax": DType.I64, "argmin": DType.I64, "any": DType.BOOL}.get(
@@ -401,7 +405,7 @@ class _GraphVerifier:
             try:
                 (t,) = spec.infer(types, {}, declared)
             except TypeRule as e:
-                raise self.error(f"'{op.opcode}': {e}", loc, n) from None
+                raise self.error(_rule_message(op.opcode, e), loc, n) from None
             self.set_dtype(op, t.dtype, loc, n)
 
     def set_dtype(self, op: BodyOp, dtype: DType, loc: Location | None, n: LoopNode) -> None:
@@ -410,6 +414,11 @@ class _GraphVerifier:
             r.dtype = dtype
         elif r.dtype != dtype:
             raise self.error(f"%{r.name} has dtype {r.dtype}, expected {dtype}", loc, n)
+
+
+def _rule_message(op: str, e: TypeRule) -> str:
+    text = str(e)
+    return text if text.startswith(f"'{op}'") else f"'{op}': {text}"
 
 
 def _arity(spec: OpSpec) -> str:

@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"fir-opt: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
+    except UnicodeDecodeError as e:
+        print(f"fir-opt: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr)
+        return 1
 
     wanted = set(args.print_ir_after)
     chunks = split_chunks(text) if args.split_input_file else [(text, 0)]
