@@ -606,7 +606,9 @@ class _Builder(Transformer):
     def _arith(self, a: Any, op_tok: Token, b: Any) -> Any:
         for x in (a, b):
             if not (isinstance(x, int) or hasattr(x, "free_symbols")):
-                raise self.error(op_tok, f"'{op_tok}' needs integer expressions, got {_describe(x)}")
+                raise self.error(
+                    op_tok, f"'{op_tok}' needs integer expressions, got {_describe(x)}"
+                )
         if op_tok == "+":
             return a + b
         if op_tok == "-":

@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fir-opt: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
     except UnicodeDecodeError as e:
-        print(f"fir-opt: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr)
+        print(
+            f"fir-opt: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr
+        )
         return 1
 
     wanted = set(args.print_ir_after)

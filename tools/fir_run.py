@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fir-run: error: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
     except UnicodeDecodeError as e:
-        print(f"fir-run: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr)
+        print(
+            f"fir-run: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr
+        )
         return 1
     try:
         pipeline = parse_pipeline(args.pipeline)
