@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from . import symbolic
 from .dtypes import DType
 from .errors import FirError, InterpreterError
+from .externs import decode_torch_object
 from .graph import (
     Body,
     BodyOp,
@@ -500,6 +501,8 @@ class _Run:
                 return v.value
             if isinstance(v, sympy.Basic):
                 return self.dim(v)
+            if isinstance(v, str):
+                return decode_torch_object(v)
             return v
 
         out = fn(*[conv(a) for a in node.args], **{k: conv(v) for k, v in node.kwargs.items()})

@@ -1,0 +1,174 @@
+"""``torch.compile(fn, backend="fir")``: Dynamo → AOTAutograd (aten, inference) → FIR.
+
+Options (``torch.compile(..., options={...})``):
+
+* ``pipeline``: FIR passes run on each imported graph (default ``"cleanup"``);
+* ``dump_dir``: write the ``.fir`` of every graph after import and after every pass, so any
+  stage can be replayed with ``fir-opt``;
+* ``backend``: what runs the compiled program. ``"interp"`` (the reference interpreter) is the
+  only one so far; the code generators plug in here.
+* ``fallback``: on a graph FIR cannot import, run it with PyTorch (default True) instead of
+  raising.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fir.ir.errors import FirError
+from fir.ir.graph import Module
+from fir.ir.printer import print_module
+
+from .fx_import import ImportReport, import_graph_module
+
+RUNNERS = ("interp",)
+PLANNED_RUNNERS = ("cpp", "llvm", "triton")
+_graph_ids = itertools.count()
+
+
+@dataclass
+class CompileOptions:
+    pipeline: str = "cleanup"
+    dump_dir: str | None = None
+    backend: str = "interp"
+    fallback: bool = True
+
+    @staticmethod
+    def from_dict(options: dict[str, Any] | None) -> CompileOptions:
+        opts = CompileOptions()
+        for key, value in (options or {}).items():
+            if not hasattr(opts, key):
+                known = ", ".join(CompileOptions.__dataclass_fields__)
+                raise FirError(f"unknown fir backend option '{key}' (options: {known})")
+            setattr(opts, key, value)
+        if opts.backend not in RUNNERS:
+            if opts.backend in PLANNED_RUNNERS:
+                raise FirError(f"fir backend '{opts.backend}' is not available yet; use 'interp'")
+            raise FirError(f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})")
+        return opts
+
+
+@dataclass
+class CompiledGraph:
+    """One imported graph and how to run it."""
+
+    module: Module
+    report: ImportReport
+    constants: list[torch.Tensor]
+    name: str
+    stages: list[tuple[str, str]] = field(default_factory=list)
+
+    def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        from fir.ir.interpreter import run_graph
+
+        with torch.no_grad():
+            return run_graph(self.module.funcs[0], [*inputs, *self.constants])
+
+
+# every graph compiled in this process, for fir.explain and tests
+COMPILED: list[CompiledGraph] = []
+
+
+def compile_graph_module(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, name: str | None = None
+) -> CompiledGraph:
+    """Import an aten-level graph, run the pipeline, and dump stages if asked."""
+    from fir.passes.pipeline import parse_pipeline
+
+    name = name or f"graph_{next(_graph_ids)}"
+    module, report, constants = import_graph_module(gm, list(example_inputs), name)
+    compiled = CompiledGraph(module, report, constants, name)
+    compiled.stages.append(("import", print_module(module)))
+    pipeline = parse_pipeline(options.pipeline)
+
+    def after(p: Any, m: Module) -> None:
+        compiled.stages.append((p.name, print_module(m)))
+
+    compiled.module = pipeline.run(module, after_pass=after)
+    if options.dump_dir:
+        out = Path(options.dump_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for k, (stage, text) in enumerate(compiled.stages):
+            (out / f"{name}.{k:02d}.{stage}.fir").write_text(text)
+        (out / f"{name}.report.txt").write_text(report.summary() + "\n")
+    COMPILED.append(compiled)
+    return compiled
+
+
+def fir_backend(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any
+) -> Callable[..., Any]:
+    """The Dynamo backend registered as ``"fir"`` (entry point ``torch_dynamo_backends``)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    opts = CompileOptions.from_dict(options)
+
+    def fw_compiler(fx_gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+        try:
+            compiled = compile_graph_module(fx_gm, inputs, opts)
+        except FirError as e:
+            if not opts.fallback:
+                raise
+            warnings.warn(f"fir: running this graph with PyTorch: {e.message}", stacklevel=2)
+            return make_boxed_func(fx_gm.forward)
+
+        def run(args: list[Any]) -> list[torch.Tensor]:
+            return compiled(*args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    # Gradients are not compiled by FIR: the backward graph (if any) runs with PyTorch.
+    backend = aot_autograd(fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward))
+    return backend(gm, example_inputs)
+
+
+def export_and_import(
+    fn: Callable[..., Any] | torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    name: str = "main",
+    dynamic_batch: bool = False,
+) -> tuple[Module, ImportReport, list[torch.Tensor], list[torch.Tensor]]:
+    """Capture ``fn`` with ``torch.export`` (inference) and import it.
+
+    Returns the module, the report, the extra constant arguments, and the parameters and
+    buffers that ``torch.export`` lifted to leading inputs (pass them before the user inputs).
+    """
+    module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
+    module = module.eval()
+    dynamic_shapes = None
+    if dynamic_batch:
+        batch = torch.export.Dim("s0", min=2)
+        dynamic_shapes = tuple({0: batch} if t.dim() else {} for t in example_inputs)
+    with torch.no_grad():
+        ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
+        ep = ep.run_decompositions({})
+    lifted = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind.name in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            t = ep.state_dict.get(spec.target)
+            if t is None:
+                t = ep.constants[spec.target]
+            lifted.append(t.detach())
+        elif spec.kind.name != "USER_INPUT":
+            raise FirError(f"exported input of kind {spec.kind.name} is not supported")
+    gm = ep.graph_module
+    mod, report, constants = import_graph_module(gm, None, name)
+    return mod, report, constants, lifted
+
+
+class _FunctionModule(torch.nn.Module):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
