@@ -33,6 +33,11 @@ _TOKEN_RE = re.compile(
 )
 
 _new_str = str.__new__
+_EQUAL_AHEAD = re.compile(r"[ \t]*=(?!=)")
+
+
+def _followed_by_equal(text: str, pos: int) -> bool:
+    return _EQUAL_AHEAD.match(text, pos) is not None
 
 
 def make_token(kind: str, value: str, pos: int, line: int, column: int) -> Token:
@@ -105,7 +110,8 @@ class FirLexer(Lexer):
                     kind, value = "NAME", word
             if kind == "NAME":
                 kw = keywords.get(value)
-                if kw is not None and kw in states[stack[-1]]:
+                # no keyword is ever followed by '=': `min = 0.0` names an argument
+                if kw is not None and kw in states[stack[-1]] and not _followed_by_equal(text, pos + len(value)):
                     kind = kw
             elif kind == "PUNCT":
                 if value not in punct:

@@ -228,11 +228,12 @@ class _Builder(Transformer):
         return to_dim(c)
 
     def layout(self, children: list[Any]) -> Layout:
-        strides = [c for c in children if c is not None and not isinstance(c, _Offset)]
+        kw = children[0]
+        strides = [c for c in children[1:] if c is not None and not isinstance(c, _Offset)]
         offset = next((c.value for c in children if isinstance(c, _Offset)), 0)
         for s in strides + [offset]:
-            if isinstance(s, (DType, Value)):
-                raise ParseError("strides and offset must be integer expressions")
+            if not (isinstance(s, int) or hasattr(s, "free_symbols")) or isinstance(s, Value):
+                raise self.error(kw, "strides and offset must be integer expressions")
         return Layout(tuple(strides), offset)
 
     def offset(self, children: list[Any]) -> _Offset:

@@ -58,10 +58,12 @@ def substitute_outputs(g: Graph, subst: dict[int, Value]) -> None:
 
 
 def is_pure(n: Node) -> bool:
-    """Extern calls may have effects unless marked ``pure = true``; everything else is pure."""
+    """Extern calls may have effects unless marked ``pure = true``; dropout in training draws
+    random numbers; everything else is pure."""
     if isinstance(n, ExternNode):
         return bool(n.attrs.get("pure", False))
-    return True
+    # random ops: two draws are not the same value
+    return not (isinstance(n, TensorOp) and n.op == "dropout" and n.attrs.get("train", False))
 
 
 def remove_dead_nodes(g: Graph) -> int:
