@@ -52,6 +52,10 @@ class CompileOptions:
             if opts.backend in PLANNED_RUNNERS:
                 raise FirError(f"fir backend '{opts.backend}' is not available yet; use 'interp'")
             raise FirError(f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})")
+        from fir.passes.pipeline import parse_pipeline
+
+        # a bad pipeline is the user's error, not a graph to fall back on
+        parse_pipeline(opts.pipeline)
         return opts
 
 
@@ -146,8 +150,15 @@ def export_and_import(
     module = module.eval()
     dynamic_shapes = None
     if dynamic_batch:
+        # the batch is dim 0 of the first input; every input whose dim 0 has that size shares it
+        # (a weight whose dim 0 happens to differ stays static instead of failing the export)
         batch = torch.export.Dim("s0", min=2)
-        dynamic_shapes = tuple({0: batch} if t.dim() else {} for t in example_inputs)
+        size = example_inputs[0].shape[0] if example_inputs and example_inputs[0].dim() else None
+        dynamic_shapes = tuple(
+            {0: batch} if t.dim() and t.shape[0] == size else {} for t in example_inputs
+        )
+        if isinstance(module, _FunctionModule):
+            dynamic_shapes = (dynamic_shapes,)  # forward(*args): one entry for the varargs tuple
     with torch.no_grad():
         ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes)
         ep = ep.run_decompositions({})
@@ -160,6 +171,15 @@ def export_and_import(
             lifted.append(t.detach())
         elif spec.kind.name != "USER_INPUT":
             raise FirError(f"exported input of kind {spec.kind.name} is not supported")
+    for out in ep.graph_signature.output_specs:
+        if out.kind.name in ("USER_INPUT_MUTATION", "BUFFER_MUTATION", "PARAMETER_MUTATION"):
+            # torch.export turns an in-place update into an extra output; a FIR function has
+            # no in-place semantics, so that output would silently change the signature
+            what = out.target or out.arg.name
+            raise FirError(
+                f"the program mutates {what} in place ({out.kind.name.lower()}); "
+                "FIR imports functions without in-place updates"
+            )
     gm = ep.graph_module
     mod, report, constants = import_graph_module(gm, None, name)
     return mod, report, constants, lifted

@@ -235,7 +235,13 @@ class Importer:
             elif n.op == "get_attr":
                 self.get_attr(gm, n)
             elif n.op == "call_function":
-                self.call(n, CONVERTERS)
+                try:
+                    self.call(n, CONVERTERS)
+                except UnsupportedError as e:
+                    op = target_name(n.target)
+                    if op in e.message:
+                        raise
+                    raise UnsupportedError(f"{op}: {e.message}") from None
             else:
                 raise UnsupportedError(f"FX node {n.name} ({n.op}) is not supported; import an aten-level graph")
         return self.graph
@@ -288,6 +294,12 @@ class Importer:
             self.values[n] = src[k]
             return
         name = target_name(n.target)
+        val = n.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            # a size query (aten.sym_size.int) or size arithmetic under dynamic shapes: keep
+            # the symbolic value; converters read sizes from the result types anyway
+            self.values[n] = val
+            return
         if not name.startswith("aten.") and not name.startswith("prims."):
             raise UnsupportedError(f"{n.name}: call of {name} is not an aten op; import an aten-level graph")
         args = [self.arg(a) for a in n.args]

@@ -1,0 +1,145 @@
+"""``fir.explain(fn, *args, **kwargs)``: the "one graph, no breaks, few kernels" check.
+
+Two runs of ``fn``:
+
+1. ``torch._dynamo.explain`` captures it and reports the graphs and the graph breaks (with
+   their reasons and where in the user's code they happen);
+2. ``torch.compile(fn, backend="fir")`` compiles and runs it, and the import reports of the
+   graphs compiled during that call (:data:`fir.frontend.backend.COMPILED`) say which aten ops
+   became FIR ops and which fell back to PyTorch. A graph FIR could not import at all runs with
+   PyTorch; its reason is listed too.
+
+``fn`` runs twice, so a function with side effects (mutating an input, printing) shows them
+twice. Both runs reset Dynamo's caches (``torch._dynamo.explain`` always does).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+KERNELS_PENDING = "kernel count and fusion summary: not available until the fuse pass exists"
+
+
+@dataclass
+class GraphBreak:
+    reason: str  # first line of Dynamo's reason
+    location: str  # "file:line in function" of the user code that broke the graph, or ""
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({self.location})" if self.location else self.reason
+
+
+@dataclass
+class Explanation:
+    """What Dynamo captured and what FIR made of it."""
+
+    graph_count: int
+    graph_breaks: list[GraphBreak]
+    compiled_graphs: list[str]  # names of the graphs FIR compiled (fir.frontend.backend.COMPILED)
+    imported: Counter[str] = field(default_factory=Counter)  # aten op → count, mapped to FIR
+    fallbacks: Counter[str] = field(default_factory=Counter)  # aten op → count, run by PyTorch
+    fallback_reasons: dict[str, str] = field(default_factory=dict)
+    graphs_run_by_pytorch: list[str] = field(default_factory=list)  # why FIR refused a graph
+    kernel_count: int | None = None  # filled in once the fuse pass exists
+    fusion_summary: str | None = None
+
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.graph_breaks)
+
+    def summary(self) -> str:
+        lines = [
+            f"graphs: {self.graph_count}, graph breaks: {self.graph_break_count}",
+        ]
+        for k, b in enumerate(self.graph_breaks, 1):
+            lines.append(f"  break {k}: {b}")
+        lines.append(
+            f"FIR compiled {len(self.compiled_graphs)} graph(s); "
+            f"imported ops: {sum(self.imported.values())} ({len(self.imported)} kinds), "
+            f"fallback ops: {sum(self.fallbacks.values())}"
+        )
+        for name, count in sorted(self.imported.items()):
+            lines.append(f"  {name} x{count}")
+        if self.fallbacks:
+            lines.append("ops run by PyTorch (extern calls):")
+            for name, count in sorted(self.fallbacks.items()):
+                lines.append(f"  {name} x{count}: {self.fallback_reasons.get(name, '')}")
+        for why in self.graphs_run_by_pytorch:
+            lines.append(f"graph run by PyTorch: {why}")
+        if self.kernel_count is None:
+            lines.append(KERNELS_PENDING)
+        else:
+            lines.append(f"kernels: {self.kernel_count}")
+            if self.fusion_summary:
+                lines.append(self.fusion_summary)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _graph_break(reason: Any) -> GraphBreak:
+    text = str(getattr(reason, "reason", reason))
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), text)
+    stack = list(getattr(reason, "user_stack", None) or [])
+    location = ""
+    if stack:
+        frame = stack[-1]
+        location = f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return GraphBreak(first, location)
+
+
+def explain_call(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+) -> Explanation:
+    """Explain ``fn(*args, **kwargs)`` compiled with ``backend="fir"`` and ``options``."""
+    import torch
+    import torch._dynamo
+
+    from . import backend as fir_backend
+
+    kwargs = kwargs or {}
+    dynamo = torch._dynamo.explain(fn)(*args, **kwargs)
+    breaks = [_graph_break(r) for r in dynamo.break_reasons]
+
+    torch._dynamo.reset()
+    first = len(fir_backend.COMPILED)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = torch.compile(fn, backend="fir", options=options)
+        compiled(*args, **kwargs)
+    refused = []
+    for w in caught:
+        text = str(w.message)
+        if text.startswith("fir: "):
+            refused.append(text.removeprefix("fir: running this graph with PyTorch: "))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+    graphs = fir_backend.COMPILED[first:]
+    ex = Explanation(
+        graph_count=dynamo.graph_count,
+        graph_breaks=breaks,
+        compiled_graphs=[g.name for g in graphs],
+        graphs_run_by_pytorch=refused,
+    )
+    for g in graphs:
+        ex.imported.update(g.report.imported)
+        ex.fallbacks.update(g.report.fallbacks)
+        for k, v in g.report.reasons.items():
+            ex.fallback_reasons.setdefault(k, v)
+    return ex
+
+
+def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:
+    """Explain ``fn(*args, **kwargs)``, print the summary, and return it."""
+    ex = explain_call(fn, args, kwargs)
+    print(ex.summary())
+    return ex
