@@ -33,7 +33,7 @@ _TOKEN_RE = re.compile(
 )
 
 _new_str = str.__new__
-_EQUAL_AHEAD = re.compile(r"[ \t]*=(?!=)")
+_EQUAL_AHEAD = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*=(?!=)")
 
 
 def _followed_by_equal(text: str, pos: int) -> bool:

@@ -234,6 +234,8 @@ class _Builder(Transformer):
         for s in strides + [offset]:
             if not (isinstance(s, int) or hasattr(s, "free_symbols")) or isinstance(s, Value):
                 raise self.error(kw, "strides and offset must be integer expressions")
+            if isinstance(s, int) and s < 0:
+                raise self.error(kw, f"strides and offset must not be negative, got {s}")
         return Layout(tuple(strides), offset)
 
     def offset(self, children: list[Any]) -> _Offset:
