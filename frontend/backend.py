@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from fir.ir.errors import FirError
 from fir.ir.graph import Module
 from fir.ir.printer import print_module

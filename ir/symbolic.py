@@ -17,7 +17,7 @@ sign) and simplify only where that is valid for every integer argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import sympy
@@ -143,6 +143,12 @@ _ADD, _MUL, _ATOM = 1, 2, 3
 def print_expr(e: sympy.Expr | int) -> str:
     if isinstance(e, int):
         return str(e)
+    return _print_cached(e)
+
+
+@lru_cache(maxsize=65536)
+def _print_cached(e: sympy.Expr) -> str:
+    # index expressions repeat across nodes (``128*i0 + i1``); printing one costs ~50 µs
     return _print(e)[0]
 
 
