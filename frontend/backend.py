@@ -50,7 +50,9 @@ class CompileOptions:
         if opts.backend not in RUNNERS:
             if opts.backend in PLANNED_RUNNERS:
                 raise FirError(f"fir backend '{opts.backend}' is not available yet; use 'interp'")
-            raise FirError(f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})")
+            raise FirError(
+                f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})"
+            )
         from fir.passes.pipeline import parse_pipeline
 
         # a bad pipeline is the user's error, not a graph to fall back on
@@ -80,7 +82,10 @@ COMPILED: list[CompiledGraph] = []
 
 
 def compile_graph_module(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: CompileOptions, name: str | None = None
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: CompileOptions,
+    name: str | None = None,
 ) -> CompiledGraph:
     """Import an aten-level graph, run the pipeline, and dump stages if asked."""
     from fir.passes.pipeline import parse_pipeline
@@ -106,7 +111,10 @@ def compile_graph_module(
 
 
 def fir_backend(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any] | None = None, **_: Any
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: dict[str, Any] | None = None,
+    **_: Any,
 ) -> Callable[..., Any]:
     """The Dynamo backend registered as ``"fir"`` (entry point ``torch_dynamo_backends``)."""
     from torch._dynamo.backends.common import aot_autograd
@@ -130,7 +138,9 @@ def fir_backend(
         return run
 
     # Gradients are not compiled by FIR: the backward graph (if any) runs with PyTorch.
-    backend = aot_autograd(fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward))
+    backend = aot_autograd(
+        fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward)
+    )
     return backend(gm, example_inputs)
 
 

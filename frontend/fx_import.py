@@ -163,7 +163,9 @@ class Emitter:
         """Emit one op; returns its Value (or list of Values for several results)."""
         spec = OPS[opname]
         types = result if isinstance(result, list) else [result]
-        attrs = {k: v for k, v in (attrs or {}).items() if v is not None or k in ("eps", "min", "max")}
+        attrs = {
+            k: v for k, v in (attrs or {}).items() if v is not None or k in ("eps", "min", "max")
+        }
         operand_types = [o.type if isinstance(o, Value) else o for o in operands]
         try:
             inferred = spec.infer(operand_types, attrs, types)
@@ -173,7 +175,9 @@ class Emitter:
             if d.dtype != i.dtype or tuple(d.shape) != tuple(i.shape):
                 raise Fallback(f"{opname} would produce {i}, PyTorch produces {d}")
         n = TensorOp(results=[], attrs=attrs, op=opname, operands=list(operands))
-        n.results = [Value(self.name(hint if k == 0 else f"{hint}{k}"), t, n, k) for k, t in enumerate(types)]
+        n.results = [
+            Value(self.name(hint if k == 0 else f"{hint}{k}"), t, n, k) for k, t in enumerate(types)
+        ]
         self.nodes.append(n)
         return n.results if isinstance(result, list) else n.results[0]
 
@@ -243,7 +247,9 @@ class Importer:
                         raise
                     raise UnsupportedError(f"{op}: {e.message}") from None
             else:
-                raise UnsupportedError(f"FX node {n.name} ({n.op}) is not supported; import an aten-level graph")
+                raise UnsupportedError(
+                    f"FX node {n.name} ({n.op}) is not supported; import an aten-level graph"
+                )
         return self.graph
 
     def get_attr(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> None:
@@ -271,7 +277,9 @@ class Importer:
         for o in flat:
             v = self.values.get(o) if isinstance(o, torch.fx.Node) else None
             if not isinstance(v, Value):
-                raise UnsupportedError(f"graph output {o!r} is not a tensor; FIR returns tensors only")
+                raise UnsupportedError(
+                    f"graph output {o!r} is not a tensor; FIR returns tensors only"
+                )
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
 
@@ -301,7 +309,9 @@ class Importer:
             self.values[n] = val
             return
         if not name.startswith("aten.") and not name.startswith("prims."):
-            raise UnsupportedError(f"{n.name}: call of {name} is not an aten op; import an aten-level graph")
+            raise UnsupportedError(
+                f"{n.name}: call of {name} is not an aten op; import an aten-level graph"
+            )
         args = [self.arg(a) for a in n.args]
         kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
         conv = converters.get(name)
@@ -334,7 +344,8 @@ class Importer:
                     f"{n.name}: {name} returns a {type(v).__name__} as result #{k}; FIR needs tensor results"
                 )
         node = ExternNode(
-            results=[], callee=name,
+            results=[],
+            callee=name,
             args=[_extern_arg(a, name) for a in args],
             kwargs={k: _extern_arg(v, name) for k, v in kwargs.items()},
         )
@@ -359,7 +370,9 @@ def _extern_arg(a: Any, op: str) -> Any:
     enc = encode_torch_object(a)
     if enc is not None:
         return enc
-    raise UnsupportedError(f"{op}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call")
+    raise UnsupportedError(
+        f"{op}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call"
+    )
 
 
 def _sanitize(name: str) -> str:

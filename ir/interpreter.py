@@ -842,6 +842,18 @@ def _(c: _Call) -> torch.Tensor:
     x = c.t(0)
     if lo is None and hi is None:
         return x.clone()
+    if not x.is_floating_point() and x.dtype != torch.bool:
+        # float bounds would make torch compute in f32 and round large integers
+        info = torch.iinfo(x.dtype)
+
+        def bound(v: float | None, rounding: Callable[[float], int]) -> int | None:
+            if v is None or math.isnan(v):
+                return None
+            if math.isinf(v):
+                return info.max if v > 0 else info.min
+            return min(max(rounding(v), info.min), info.max)
+
+        lo, hi = bound(lo, math.ceil), bound(hi, math.floor)
     return torch.clamp(x, lo, hi)
 
 

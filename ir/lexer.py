@@ -111,7 +111,11 @@ class FirLexer(Lexer):
             if kind == "NAME":
                 kw = keywords.get(value)
                 # no keyword is ever followed by '=': `min = 0.0` names an argument
-                if kw is not None and kw in states[stack[-1]] and not _followed_by_equal(text, pos + len(value)):
+                if (
+                    kw is not None
+                    and kw in states[stack[-1]]
+                    and not _followed_by_equal(text, pos + len(value))
+                ):
                     kind = kw
             elif kind == "PUNCT":
                 if value not in punct:
