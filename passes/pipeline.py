@@ -138,13 +138,14 @@ def _parse_options(text: str, source: str, i: int) -> tuple[int, dict[str, Any]]
                     depth -= 1
                 i += 1
             raw: Any = text[start:i]
+            vcol = start
             if raw == "":
                 raise _error(f"option '{key}' has no value", text, source, start)
         else:
-            raw = True
+            raw, vcol = True, kcol
         if key in options:
             raise _error(f"option '{key}' given twice", text, source, kcol)
-        options[key] = (raw, kcol)
+        options[key] = (raw, kcol, vcol)
 
 
 def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
@@ -161,7 +162,7 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
         )
     cls = registry.get_pass_class(spec.name)
     values: dict[str, Any] = {}
-    for key, (raw, col) in spec.options.items():
+    for key, (raw, col, value_col) in spec.options.items():
         opt = cls.options.get(key)
         if opt is None:
             known = ", ".join(f"{k} ({o.type_name()})" for k, o in cls.options.items()) or "none"
@@ -175,7 +176,7 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
                 f"option '{key}' of pass '{spec.name}' takes a {opt.type_name()}, got '{raw}'",
                 text,
                 source,
-                col,
+                value_col,
             ) from None
     return cls(**values)
 
