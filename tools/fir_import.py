@@ -23,19 +23,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
 
-
-class _ArgParser(argparse.ArgumentParser):
-    """Usage errors exit with status 1 (a user error), like every other bad input."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
+from fir.tools.cli import ArgParser, run_main
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(
+    p = ArgParser(
         prog="fir-import",
         description="Capture a PyTorch function or nn.Module with torch.export and write its "
         "tensor-level FIR.",
@@ -149,13 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        code = 130
-    except BrokenPipeError:
-        code = 0
-    sys.exit(code)
+    run_main(main)
 
 
 if __name__ == "__main__":

@@ -10,21 +10,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
+
+from fir.tools.cli import ArgParser, run_main
 
 SPLIT_MARKER = "// -----"
 
 
-class _ArgParser(argparse.ArgumentParser):
-    """Usage errors exit with status 1 (a user error), like every other bad input."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
-
-
 def build_arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(
+    p = ArgParser(
         prog="fir-opt",
         description="Run a pass pipeline over a FIR program and print the result.",
     )
@@ -192,13 +186,7 @@ def format_timing(timings: list[tuple[str, float]]) -> str:
 
 
 def entry() -> None:
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        code = 130
-    except BrokenPipeError:
-        code = 0
-    sys.exit(code)
+    run_main(main)
 
 
 if __name__ == "__main__":

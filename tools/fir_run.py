@@ -8,17 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
+from fir.tools.cli import ArgParser, run_main
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    p = _ArgParser(prog="fir-run", description="Run a FIR program on random inputs (interpreter).")
+    p = ArgParser(prog="fir-run", description="Run a FIR program on random inputs (interpreter).")
     p.add_argument("input", help="input .fir file, or - for stdin")
     p.add_argument("--func", default=None, help="function to run (default: the first)")
     p.add_argument("-p", "--pipeline", default="", help="passes to run before executing")
@@ -146,11 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    run_main(main)
 
 
 if __name__ == "__main__":

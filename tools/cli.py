@@ -1,0 +1,27 @@
+"""What every FIR command-line tool shares: usage errors and exits."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+
+class ArgParser(argparse.ArgumentParser):
+    """Usage errors exit with status 1 (a user error), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def run_main(main: Callable[[], int]) -> NoReturn:
+    """Exit with ``main()``'s status; Ctrl-C is 130, a closed output pipe is not an error."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    sys.exit(code)
