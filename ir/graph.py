@@ -74,6 +74,17 @@ class Value:
 
 
 Operand = Value | Literal
+
+# Attribute keys that passes write on any node, on top of an op's own attributes. Values in
+# them are annotations, not uses: ``frees = [%a]`` does not keep ``%a`` alive.
+ANNOTATION_KEYS = frozenset(
+    {
+        "realized",  # inline: why this buffer is materialized
+        "reuses",  # plan-memory: takes over the storage of this dead buffer
+        "inplace",  # plan-memory: writes into the storage of this input, element for element
+        "frees",  # plan-memory: buffers whose last use is this node
+    }
+)
 # Attribute values: numbers, bools, strings, none, dtypes, symbolic sizes and lists of them.
 # Extern call arguments may also hold Values.
 AttrValue = Any

@@ -87,6 +87,8 @@ class _Builder(Transformer):
         self.body_ops: list[BodyOp] = []
         self.in_body = False
         self.in_extern = False
+        # inside a statement, an attribute may name an earlier value (``{reuses = %buf0}``)
+        self.in_stmt = False
 
     # -- locations and errors
 
@@ -192,8 +194,9 @@ class _Builder(Transformer):
         return TensorType(dtype, tuple(dims), layout)
 
     def parse_dims(self, inner: str, tok: Token, column_shift: int) -> list[Any]:
-        saved = Origin.base
+        saved, saved_in_stmt = Origin.base, self.in_stmt
         Origin.base = (tok.line, tok.column + column_shift)
+        self.in_stmt = False
         try:
             dims = _get_lark().parse(inner, start="type_dims")
         except UnexpectedInput as e:
@@ -210,7 +213,7 @@ class _Builder(Transformer):
                 ) from None
             raise self.error(at, message) from None
         finally:
-            Origin.base = saved
+            Origin.base, self.in_stmt = saved, saved_in_stmt
         return [self.as_size(d, tok, "a size") for d in dims]
 
     def type_dims(self, children: list[Any]) -> list[Any]:
@@ -247,9 +250,11 @@ class _Builder(Transformer):
     # -- statements
 
     def result_list(self, children: list[Any]) -> list[Token]:
+        self.in_stmt = True
         return children
 
     def stmt(self, children: list[Any]) -> None:
+        self.in_stmt = False
         result_toks, spec = children
         node = spec
         types = node._types
@@ -524,7 +529,7 @@ class _Builder(Transformer):
     def attr(self, children: list[Any]) -> tuple[Token, Any]:
         tok, value = children
         value = _unwrap(value)
-        if _contains_value(value):
+        if not self.in_stmt and _contains_value(value):
             raise self.error(tok, f"attribute '{tok}' cannot hold a tensor value")
         return tok, value
 
@@ -595,7 +600,7 @@ class _Builder(Transformer):
 
     def indirect_atom(self, children: list[Any]) -> Any:
         tok = children[0]
-        if self.in_extern:
+        if self.in_extern or (self.in_stmt and not self.in_body):
             return self.lookup(tok)
         if not self.in_body:
             raise self.error(tok, f"value %{tok[1:]} cannot appear in an integer expression here")

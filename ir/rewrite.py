@@ -18,6 +18,8 @@ def replace_all_uses(g: Graph, old: Value, new: Value) -> None:
         return v
 
     for n in g.nodes:
+        if n.attrs:
+            n.attrs = {k: swap(v) for k, v in n.attrs.items()}
         if isinstance(n, TensorOp):
             n.operands = [new if o is old else o for o in n.operands]
         elif isinstance(n, ExternNode):
@@ -42,6 +44,8 @@ def substitute_operands(n: Node, subst: dict[int, Value]) -> None:
             return [swap(x) for x in v]
         return v
 
+    if n.attrs:
+        n.attrs = {k: swap(v) for k, v in n.attrs.items()}
     if isinstance(n, TensorOp):
         n.operands = [subst.get(id(o), o) if isinstance(o, Value) else o for o in n.operands]
     elif isinstance(n, ExternNode):

@@ -323,3 +323,123 @@ def free_symbols(e: sympy.Expr | int) -> set[sympy.Symbol]:
     if isinstance(e, int):
         return set()
     return set(e.free_symbols)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simplification with loop ranges. ``floordiv(a, d)`` is 0 and ``mod(a, d)`` is ``a`` when
+# ``0 <= a < d`` for every value of the loop variables; this is what turns the index of an
+# inlined or reshaped load back into plain affine form (``floordiv(64*i0 + i1, 64)`` → ``i0``).
+
+Ranges = Mapping[sympy.Symbol, Any]  # loop variable -> size (int or expression over sizes)
+
+
+def simplify_index(e: sympy.Expr | int, ranges: Ranges) -> sympy.Expr | int:
+    """Simplify ``e`` knowing ``0 <= v < ranges[v]`` for each loop variable ``v``."""
+    if isinstance(e, int) or not isinstance(e, sympy.Basic) or e.is_Atom:
+        return e
+    key = tuple(sorted(((k, ranges[k]) for k in e.free_symbols if k in ranges), key=str))
+    return _simplify_cached(e, key)
+
+
+@lru_cache(maxsize=65536)
+def _simplify_cached(e: sympy.Expr, key: tuple[tuple[sympy.Symbol, Any], ...]) -> sympy.Expr:
+    return _simplify(e, dict(key))
+
+
+def _simplify(e: sympy.Expr, ranges: dict[sympy.Symbol, Any]) -> sympy.Expr:
+    if e.is_Atom:
+        return e
+    args = [_simplify(a, ranges) for a in e.args]
+    if any(a is not b for a, b in zip(args, e.args)):
+        e = e.func(*args)
+    if isinstance(e, (FloorDiv, Modulo)):
+        a, d = e.args
+        span = _symbolic_bounds(a, ranges)
+        if span is not None and _nonneg(span[0]) and _lt(span[1], d):
+            return sympy.Integer(0) if isinstance(e, FloorDiv) else a
+        if isinstance(e, FloorDiv) and not isinstance(d, sympy.Integer):
+            # symbolic divisor: pull out the terms that d divides (``floordiv(s1*i0 + i1, s1)``)
+            q, r = _split_by_factor(a, d)
+            if q != 0:
+                rs = _symbolic_bounds(r, ranges)
+                if rs is not None and _nonneg(rs[0]) and _lt(rs[1], d):
+                    return q
+        if isinstance(e, Modulo) and not isinstance(d, sympy.Integer):
+            q, r = _split_by_factor(a, d)
+            if q != 0:
+                return _simplify(Modulo(r, d), ranges)
+    return e
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, sympy.Integer))
+
+
+def _nonneg(x: sympy.Expr) -> bool:
+    if _num(x):
+        return int(x) >= 0
+    return sympy.expand(x).is_nonnegative is True
+
+
+def _lt(hi: sympy.Expr, d: sympy.Expr) -> bool:
+    """``hi < d`` for every value of the size symbols."""
+    if _num(hi) and _num(d):
+        return int(hi) < int(d)
+    return sympy.expand(d - hi).is_positive is True
+
+
+def _split_by_factor(a: sympy.Expr, d: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    q: list[sympy.Expr] = []
+    r: list[sympy.Expr] = []
+    for term in sympy.Add.make_args(a):
+        t = sympy.cancel(term / d)
+        if t.is_polynomial() and sympy.fraction(t)[1] == 1:
+            q.append(t)
+        else:
+            r.append(term)
+    return sympy.Add(*q), sympy.Add(*r)
+
+
+def _symbolic_bounds(
+    e: sympy.Expr, ranges: dict[sympy.Symbol, Any]
+) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """Inclusive (low, high) of ``e``, as expressions over size symbols; None when unknown.
+    Exact for sums of products of loop variables with positive coefficients."""
+    if isinstance(e, sympy.Integer):
+        return e, e
+    if isinstance(e, sympy.Symbol):
+        if e in ranges:
+            return sympy.Integer(0), as_expr(ranges[e]) - 1
+        if e.is_positive and not is_indirect(e):
+            return e, e  # a size symbol
+        return None
+    if isinstance(e, sympy.Add):
+        lo: sympy.Expr = sympy.Integer(0)
+        hi: sympy.Expr = sympy.Integer(0)
+        for a in e.args:
+            b = _symbolic_bounds(a, ranges)
+            if b is None:
+                return None
+            lo, hi = lo + b[0], hi + b[1]
+        return lo, hi
+    if isinstance(e, sympy.Mul):
+        lo = hi = sympy.Integer(1)
+        for a in e.args:
+            b = _symbolic_bounds(a, ranges)
+            if b is None:
+                return None
+            if _nonneg(b[0]) and _nonneg(lo):
+                lo, hi = lo * b[0], hi * b[1]
+            elif _num(a) and int(a) < 0 and _nonneg(lo):
+                lo, hi = hi * a, lo * a
+            else:
+                return None
+        return lo, hi
+    if isinstance(e, FloorDiv):
+        b = _symbolic_bounds(e.args[0], ranges)
+        if b is None or not _nonneg(b[0]):
+            return None
+        return FloorDiv(b[0], e.args[1]), FloorDiv(b[1], e.args[1])
+    if isinstance(e, Modulo):
+        return sympy.Integer(0), e.args[1] - 1
+    return None

@@ -11,6 +11,7 @@ from typing import Any
 from .dtypes import DType
 from .errors import Location, VerifyError
 from .graph import (
+    ANNOTATION_KEYS,
     REDUCTION_KINDS,
     Body,
     BodyOp,
@@ -202,6 +203,8 @@ class _GraphVerifier:
         for key, value in n.attrs.items():
             aspec = spec.attrs.get(key)
             loc = locs.get(key, n.loc)
+            if aspec is None and key in ANNOTATION_KEYS:
+                continue
             if aspec is None:
                 known = ", ".join(spec.attrs) or "none"
                 raise self.error(f"'{n.op}' has no attribute '{key}' (attributes: {known})", loc, n)

@@ -12,11 +12,18 @@ _PASSES: dict[str, str] = {
     "verify": "fir.passes.verify:VerifyPass",
     "canonicalize": "fir.passes.canonicalize:CanonicalizePass",
     "cse": "fir.passes.cse:CSEPass",
+    "decompose": "fir.passes.decompose:DecomposePass",
+    "lower": "fir.passes.lower:LowerPass",
+    "inline": "fir.passes.inline:InlinePass",
+    "deps": "fir.passes.deps:DepsPass",
+    "dce": "fir.passes.dce:DCEPass",
+    "plan-memory": "fir.passes.plan_memory:PlanMemoryPass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline
 _PIPELINES: dict[str, str] = {
     "cleanup": "canonicalize,cse,canonicalize",
+    "lowering": "decompose,lower,inline,deps,dce,plan-memory",
 }
 
 _SUMMARIES: dict[str, str] = {}

@@ -1,0 +1,15 @@
+"""``dce``: placeholder, being written (issue 4)."""
+
+from __future__ import annotations
+
+from fir.ir.graph import Module
+
+from .base import Pass
+
+
+class DCEPass(Pass):
+    name = "dce"
+    summary = "(not yet written)"
+
+    def apply(self, module: Module) -> Module:
+        raise NotImplementedError("dce")
