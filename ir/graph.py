@@ -6,7 +6,8 @@
   :class:`Body` computes one element from loads at index expressions.
 
 One graph may hold both levels while a pass moves ops from one to the other. Fields that later
-passes fill in (dependencies, fusion groups, loop orders) live in each node's ``attrs``.
+passes fill in (fusion groups, loop orders, memory plans) live in each node's ``attrs``; the
+dependencies computed by the ``deps`` pass live in ``Node.deps`` (see :mod:`fir.ir.deps`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from .types import Dim, TensorType
 
 if TYPE_CHECKING:
     import sympy
+
+    from .deps import NodeDeps
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ ANNOTATION_KEYS = frozenset(
         "reuses",  # plan-memory: takes over the storage of this dead buffer
         "inplace",  # plan-memory: writes into the storage of this input, element for element
         "frees",  # plan-memory: buffers whose last use is this node
+        "mutates",  # extern calls: positional arguments written in place (``mutates = [0]``)
     }
 )
 # Attribute values: numbers, bools, strings, none, dtypes, symbolic sizes and lists of them.
@@ -95,6 +99,9 @@ class Node:
     results: list[Value]
     attrs: dict[str, AttrValue] = field(default_factory=dict)
     loc: Location | None = field(default=None, repr=False)
+    # reads, writes, users and ancestors, once the ``deps`` pass has run (keyword-only, so that
+    # the subclasses' own fields keep their positions)
+    deps: NodeDeps | None = field(default=None, repr=False, kw_only=True)
 
     @property
     def result(self) -> Value:

@@ -854,6 +854,8 @@ def _(c: _Call) -> torch.Tensor:
             return min(max(rounding(v), info.min), info.max)
 
         lo, hi = bound(lo, math.ceil), bound(hi, math.floor)
+        if lo is None and hi is None:  # only nan bounds: nothing to clamp an integer to
+            return x.clone()
     return torch.clamp(x, lo, hi)
 
 
@@ -929,7 +931,8 @@ def _(c: _Call) -> torch.Tensor:
     x = c.t(0)
     eps = c.attr("eps")
     if eps is None:
-        eps = torch.finfo(x.dtype).eps
+        # like torch: half types normalise with f32's machine epsilon
+        eps = torch.finfo(torch.promote_types(x.dtype, torch.float32)).eps
     return F.rms_norm(x, c.attr("normalized_shape"), c.opt(1), eps)
 
 
@@ -957,7 +960,7 @@ def _(c: _Call) -> torch.Tensor:
     _check_targets(c)
     return F.cross_entropy(
         c.t(0),
-        c.t(1),
+        c.t(1).long(),
         weight=c.opt(2),
         ignore_index=c.attr("ignore_index"),
         reduction=c.attr("reduction"),
@@ -970,7 +973,7 @@ def _(c: _Call) -> torch.Tensor:
     _check_targets(c)
     return F.nll_loss(
         c.t(0),
-        c.t(1),
+        c.t(1).long(),
         weight=c.opt(2),
         ignore_index=c.attr("ignore_index"),
         reduction=c.attr("reduction"),
@@ -1058,7 +1061,26 @@ _REDUCERS: dict[str, Callable[[_Call, torch.Tensor, tuple[int, ...]], Any]] = {
     "var": lambda c, x, d: torch.var(x, d, correction=c.attr("correction"), keepdim=True),
     "std": lambda c, x, d: torch.std(x, d, correction=c.attr("correction"), keepdim=True),
     "var_mean": lambda c, x, d: torch.var_mean(x, d, correction=c.attr("correction"), keepdim=True),
+    "welford": lambda c, x, d: _welford(x, d),
 }
+
+
+def _welford(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    """Mean, sum of squared deviations and count over ``dims`` (kept as size 1).
+
+    Half types are computed in f32 and rounded once, as a one-pass kernel would accumulate;
+    no elements give mean 0, m2 0, count 0 like the loop-level ``reduction welford``.
+    """
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    n = math.prod(xf.shape[d] for d in dims)
+    if n == 0:
+        zeros = torch.zeros_like(torch.sum(xf, dims, keepdim=True))
+        mean, m2 = zeros, zeros
+    else:
+        mean = torch.mean(xf, dims, keepdim=True)
+        m2 = torch.sum((xf - mean) ** 2, dims, keepdim=True)
+    count = torch.full_like(mean, n)
+    return tuple(t.to(x.dtype) for t in (mean, m2, count))
 
 
 def _reduction_op(c: _Call) -> Any:

@@ -373,6 +373,22 @@ _register(
         doc="results: variance, mean",
     )
 )
+# The single-pass form that `decompose` rewrites var/std/var_mean/layer_norm/group_norm into;
+# `lower` turns it into a loop-level `reduction welford`.
+_register(
+    OpSpec(
+        "welford",
+        "reduction",
+        1,
+        1,
+        _reduction("welford", "float", "same", 3),
+        attrs=_RED_ATTRS,
+        num_results=3,
+        doc="one pass over the reduced elements; results: mean, m2 (sum of squared deviations "
+        "from the mean), count (number of reduced elements, in the operand's dtype); "
+        "no elements: mean 0, m2 0, count 0",
+    )
+)
 
 
 def _arg_reduction(opname: str) -> Infer:

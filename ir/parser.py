@@ -21,6 +21,7 @@ from ._lark import (
     UnexpectedInput,
     UnexpectedToken,
 )
+from .deps import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from .dtypes import DType, parse_dtype
 from .errors import FirError, Location, ParseError
 from .graph import (
@@ -89,6 +90,14 @@ class _Builder(Transformer):
         self.in_extern = False
         # inside a statement, an attribute may name an earlier value (``{reuses = %buf0}``)
         self.in_stmt = False
+        self.reset_deps()
+
+    def reset_deps(self) -> None:
+        # inside ``deps { … }``: names that are not size symbols are the variables of the
+        # current line, declared by its ``over`` list after the index (name -> its uses)
+        self.in_deps = False
+        self.dep_free: dict[str, list[Token]] = {}
+        self.node_names: set[str] = set()
 
     # -- locations and errors
 
@@ -117,6 +126,7 @@ class _Builder(Transformer):
         self.values = {}
         self.size_symbols = {}
         self.declaring_sizes = True
+        self.reset_deps()
         return self.graph
 
     def func_args(self, children: list[Any]) -> list[Value]:
@@ -255,7 +265,7 @@ class _Builder(Transformer):
 
     def stmt(self, children: list[Any]) -> None:
         self.in_stmt = False
-        result_toks, spec = children
+        result_toks, spec, deps = children
         node = spec
         types = node._types
         if len(types) != len(result_toks):
@@ -270,8 +280,19 @@ class _Builder(Transformer):
             results.append(Value(name, ty, node, k))
         node.results = results
         del node._types
+        if deps is not None:
+            own = {r.name for r in results}
+            for w in deps.writes:
+                if w.buffer not in own and w.buffer not in self.values:
+                    raise ParseError(
+                        f"write of undefined value %{w.buffer} (a node writes its own results "
+                        "or, when it mutates one, an earlier value)",
+                        w.loc,
+                    )
+            node.deps = deps
         for r in results:
             self.values[r.name] = r
+        self.node_names.add(results[0].name)
         assert self.graph is not None
         self.graph.nodes.append(node)
 
@@ -511,6 +532,145 @@ class _Builder(Transformer):
             raise self.error(tok, "index must be an integer expression")
         return e
 
+    # -- dependencies
+
+    def deps_head(self, children: list[Any]) -> Token:
+        self.in_deps = True
+        self.dep_free = {}
+        return children[0]
+
+    def deps_clause(self, children: list[Any]) -> NodeDeps:
+        self.in_deps = False
+        kw = children[0]
+        deps = NodeDeps(loc=self.loc(kw))
+        for kind, tok, payload in children[1:]:
+            if kind == "read":
+                deps.reads.append(payload)
+            elif kind == "write":
+                deps.writes.append(payload)
+            elif kind == "weak":
+                deps.weak.append(payload)
+            elif kind == "users":
+                if deps.users is not None:
+                    raise self.error(tok, "'users' given twice in one deps clause")
+                deps.users = [str(t)[1:] for t in payload if t.type == "VALUE"]
+                deps.users_locs = [self.loc(t) for t in payload if t.type == "VALUE"]
+                deps.is_output = any(t.type == "RETURN" for t in payload)
+            else:
+                if deps.ancestors is not None:
+                    raise self.error(tok, "'ancestors' given twice in one deps clause")
+                deps.ancestors = [str(t)[1:] for t in payload]
+                deps.ancestors_locs = [self.loc(t) for t in payload]
+        return deps
+
+    def read_dep(self, children: list[Any]) -> tuple[str, Token, Dep]:
+        kw, (buf_tok, dep) = children
+        self.lookup(buf_tok)  # a node reads values defined before it
+        return "read", kw, dep
+
+    def write_dep(self, children: list[Any]) -> tuple[str, Token, Dep]:
+        kw, (_, dep) = children
+        return "write", kw, dep  # checked against the node's results in ``stmt``
+
+    def dep_range(self, children: list[Any]) -> tuple[Token, Any]:
+        return children[0], children[1]
+
+    def memory_dep(self, children: list[Any]) -> tuple[Token, MemoryDep]:
+        from .symbolic import index_var
+
+        buf_tok, index = children[0], children[1]
+        bytes_tok, nbytes = children[-2], children[-1]
+        declared: dict[str, Any] = {}
+        ranges: list[tuple[Any, Any]] = []
+        for c in children[2:-2]:
+            if c is None:
+                continue
+            tok, size = c
+            name = str(tok)
+            if name in declared:
+                raise self.error(tok, f"dependency variable '{name}' is bound twice")
+            if name in self.size_symbols:
+                raise self.error(tok, f"dependency variable '{name}' shadows a size symbol")
+            declared[name] = index_var(name)
+            ranges.append((declared[name], self.dep_size(size, tok, "a dependency size")))
+        index = self.as_index(index, buf_tok)
+        for name, toks in self.dep_free.items():
+            if name not in declared:
+                raise self.error(
+                    toks[0],
+                    f"unknown variable '{name}' in a dependency (declare it in the line's "
+                    "'over' list; sizes and byte counts use size symbols only)",
+                )
+        dep = MemoryDep(
+            str(buf_tok)[1:],
+            index,
+            tuple(ranges),
+            self.dep_size(nbytes, bytes_tok, "a byte count"),
+            loc=self.loc(buf_tok),
+        )
+        self.dep_free = {}
+        return buf_tok, dep
+
+    def star_dep(self, children: list[Any]) -> tuple[Token, StarDep]:
+        buf_tok, _, bytes_tok, nbytes = children
+        dep = StarDep(
+            str(buf_tok)[1:], self.dep_size(nbytes, bytes_tok, "a byte count"), self.loc(buf_tok)
+        )
+        self.dep_free = {}
+        return buf_tok, dep
+
+    def dep_size(self, e: Any, tok: Token, what: str) -> Any:
+        """A size or byte count: an integer expression over size symbols only."""
+        size = self.as_size(e, tok, what)
+        if not isinstance(size, int):
+            sizes = set(self.size_symbols.values())
+            for s in sorted(size.free_symbols, key=str):
+                if s not in sizes:
+                    # the first use of the name after the size's own start
+                    uses = [t for t in self.dep_free.get(s.name, []) if t.start_pos > tok.start_pos]
+                    at = uses[0] if uses else tok
+                    raise self.error(
+                        at, f"{what} must be an expression over size symbols, got '{s.name}'"
+                    )
+        return size
+
+    def weak_dep(self, children: list[Any]) -> tuple[str, Token, WeakDep]:
+        kw, node_tok, _, buf_tok = children
+        if str(node_tok)[1:] not in self.node_names:
+            raise self.error(
+                node_tok, f"weak dependency on {node_tok}, which does not name an earlier node"
+            )
+        self.lookup(buf_tok)
+        return "weak", kw, WeakDep(str(node_tok)[1:], str(buf_tok)[1:], self.loc(node_tok))
+
+    def users_dep(self, children: list[Any]) -> tuple[str, Token, list[Token]]:
+        kw, names = children
+        seen: set[str] = set()
+        for t in names:
+            if str(t) in seen:
+                raise self.error(t, f"'{t}' is listed twice")
+            seen.add(str(t))
+        return "users", kw, names
+
+    def ancestors_dep(self, children: list[Any]) -> tuple[str, Token, list[Token]]:
+        kw, names = children
+        seen: set[str] = set()
+        for t in names:
+            if t.type == "RETURN":
+                raise self.error(t, "'return' is a user, not an ancestor")
+            if str(t)[1:] not in self.node_names:
+                raise self.error(t, f"ancestor {t} does not name an earlier node")
+            if str(t) in seen:
+                raise self.error(t, f"'{t}' is listed twice")
+            seen.add(str(t))
+        return "ancestors", kw, names
+
+    def dep_names(self, children: list[Any]) -> list[Token]:
+        return [c for c in children if c.type != "NONE"]
+
+    def dep_name(self, children: list[Any]) -> Token:
+        return children[0]
+
     # -- attributes and literals
 
     def attr_dict(self, children: list[Any]) -> _Attrs:
@@ -585,6 +745,11 @@ class _Builder(Transformer):
         if dt is not None:
             return dt
         sym = self.size_symbols.get(name)
+        if sym is None and self.in_deps:
+            from .symbolic import index_var
+
+            self.dep_free.setdefault(name, []).append(tok)
+            return index_var(name)
         if sym is None:
             if not self.declaring_sizes:
                 where = "loop variable or size symbol" if self.in_body else "size symbol"
@@ -600,6 +765,12 @@ class _Builder(Transformer):
 
     def indirect_atom(self, children: list[Any]) -> Any:
         tok = children[0]
+        if self.in_deps:
+            raise self.error(
+                tok,
+                f"a dependency index cannot use {tok} (an indirect access depends on the "
+                "whole buffer: write %name[*])",
+            )
         if self.in_extern or (self.in_stmt and not self.in_body):
             return self.lookup(tok)
         if not self.in_body:

@@ -54,12 +54,14 @@ def print_node(n: Node, out: list[str], indent: str) -> None:
         ops = ", ".join(operand_str(o) for o in n.operands)
         ops = " " + ops if ops else ""
         out.append(f"{indent}{lhs} = {n.op}{ops}{attrs} : {types}")
+        print_deps(n, out, indent)
     elif isinstance(n, ExternNode):
         args = [attr_value_str(a) for a in n.args]
         args += [f"{k} = {attr_value_str(v)}" for k, v in n.kwargs.items()]
         out.append(
             f"{indent}{lhs} = extern {string_str(n.callee)}({', '.join(args)}){attrs} : {types}"
         )
+        print_deps(n, out, indent)
     elif isinstance(n, LoopNode):
         kind = "pointwise" if n.reduction is None else f"reduction {n.reduction}"
         ranges = ", ".join(f"{v.name} < {dim_str(s)}" for v, s in n.ranges)
@@ -70,8 +72,21 @@ def print_node(n: Node, out: list[str], indent: str) -> None:
         assert n.body is not None
         print_body(n.body, out, indent + INDENT)
         out.append(indent + "}")
+        print_deps(n, out, indent)
     else:  # pragma: no cover - every node kind is listed above
         raise TypeError(f"cannot print {type(n).__name__}")
+
+
+def print_deps(n: Node, out: list[str], indent: str) -> None:
+    """``deps { … }`` after the node's last line, one dependency per line."""
+    if n.deps is None:
+        return
+    from .deps import deps_lines
+
+    out[-1] += " deps {"
+    inner = indent + INDENT
+    out.extend(inner + line for line in deps_lines(n.deps))
+    out.append(indent + "}")
 
 
 def print_body(body: Body, out: list[str], indent: str) -> None:

@@ -106,6 +106,9 @@ class _GraphVerifier:
         self.defined: set[int] = set()
         self.names: set[str] = set()
         self.size_symbols: set[Any] = set()
+        # node name (its first result) -> position, for the names in dependency clauses
+        self.node_pos: dict[str, int] = {}
+        self.checked_accesses: set[Any] = set()
 
     def error(self, message: str, loc: Location | None, node: Node | None = None) -> VerifyError:
         if loc is None and node is not None:
@@ -129,7 +132,7 @@ class _GraphVerifier:
             for d in list(a.type.shape) + list(a.type.strides) + [a.type.offset]:
                 if not _is_int(d):
                     self.size_symbols |= set(d.free_symbols)
-        for n in g.nodes:
+        for pos, n in enumerate(g.nodes):
             if isinstance(n, TensorOp):
                 self.tensor_op(n)
             elif isinstance(n, ExternNode):
@@ -138,9 +141,16 @@ class _GraphVerifier:
                 self.loop_node(n)
             else:
                 raise self.error(f"unknown node kind {type(n).__name__}", n.loc, n)
+            if n.deps is not None:
+                self.node_deps(n)
             for r in n.results:
                 self.define(r, n.loc)
                 self.check_sizes(r.type, n.loc, n)
+            if n.results:
+                self.node_pos[n.results[0].name] = pos
+        for pos, n in enumerate(g.nodes):
+            if n.deps is not None and n.deps.users is not None:
+                self.deps_users(n, pos)
         if len(g.outputs) != len(g.output_types):
             raise self.error(
                 f"function @{g.name} declares {len(g.output_types)} result(s) but returns {len(g.outputs)}",
@@ -222,6 +232,121 @@ class _GraphVerifier:
             raise self.error("extern call names no callee", n.loc, n)
         if not n.results:
             raise self.error("extern call has no results", n.loc, n)
+        mutates = n.attrs.get("mutates")
+        if mutates is not None:
+            if not isinstance(mutates, list) or not all(_is_int(k) for k in mutates):
+                raise self.error("'mutates' must be a list of argument positions", n.loc, n)
+            for k in mutates:
+                if not (0 <= k < len(n.args) and isinstance(n.args[k], Value)):
+                    raise self.error(
+                        f"'mutates' names argument {k}, which is not a tensor argument", n.loc, n
+                    )
+
+    # -- dependencies (``deps { … }``): every name refers to a value or node that exists
+
+    def node_deps(self, n: Node) -> None:
+        d = n.deps
+        assert d is not None
+        own = {r.name for r in n.results}
+        where = d.loc or n.loc
+        for dep in d.reads:
+            if dep.buffer not in self.names:
+                raise self.error(
+                    f"dependency reads %{dep.buffer}, which is not defined before this node",
+                    dep.loc or where,
+                    n,
+                )
+            self.dep_shape(dep, n, where)
+        for dep in d.writes:
+            if dep.buffer not in own and dep.buffer not in self.names:
+                raise self.error(
+                    f"dependency writes %{dep.buffer}, which is neither a result of this node "
+                    "nor defined before it",
+                    dep.loc or where,
+                    n,
+                )
+            self.dep_shape(dep, n, where)
+        for w in d.weak:
+            if w.buffer not in self.node_pos:
+                raise self.error(
+                    f"weak dependency on %{w.buffer}, which does not name an earlier node",
+                    w.loc or where,
+                    n,
+                )
+            if w.mutated not in self.names:
+                raise self.error(
+                    f"weak dependency for %{w.mutated}, which is not defined before this node",
+                    w.loc or where,
+                    n,
+                )
+        for k, name in enumerate(d.ancestors or []):
+            if name not in self.node_pos:
+                loc = d.ancestors_locs[k] if k < len(d.ancestors_locs) else where
+                raise self.error(
+                    f"ancestor %{name} does not name an earlier node (stale dependencies? "
+                    "run 'deps' again)",
+                    loc,
+                    n,
+                )
+
+    def dep_shape(self, dep: Any, n: Node, where: Location | None) -> None:
+        from .deps import MemoryDep
+
+        if isinstance(dep, MemoryDep):
+            # the same access recurs across nodes; its variables and sizes need one check
+            key = (dep.index, dep.ranges, dep.nbytes)
+            if key in self.checked_accesses:
+                return
+        elif _is_int(dep.nbytes) and dep.nbytes >= 0:
+            return
+        loc = dep.loc or where
+        sizes = [dep.nbytes]
+        if isinstance(dep, MemoryDep):
+            variables = set()
+            for var, size in dep.ranges:
+                if var in variables or var in self.size_symbols:
+                    raise self.error(
+                        f"dependency variable '{var.name}' is bound twice or shadows a size symbol",
+                        loc,
+                        n,
+                    )
+                variables.add(var)
+                sizes.append(size)
+            if not _is_int(dep.index):
+                unknown = set(dep.index.free_symbols) - variables - self.size_symbols
+                if unknown:
+                    name = sorted(s.name for s in unknown)[0]
+                    raise self.error(
+                        f"dependency index of %{dep.buffer} uses unknown variable '{name}'", loc, n
+                    )
+        for size in sizes:
+            if _is_int(size):
+                if size < 0:
+                    raise self.error(f"dependency sizes must not be negative, got {size}", loc, n)
+            elif set(size.free_symbols) - self.size_symbols:
+                raise self.error(
+                    f"dependency size {_expr(size)} is not an expression over size symbols",
+                    loc,
+                    n,
+                )
+        if isinstance(dep, MemoryDep):
+            self.checked_accesses.add((dep.index, dep.ranges, dep.nbytes))
+
+    def deps_users(self, n: Node, pos: int) -> None:
+        d = n.deps
+        assert d is not None and d.users is not None
+        for k, name in enumerate(d.users):
+            loc = d.users_locs[k] if k < len(d.users_locs) else (d.loc or n.loc)
+            at = self.node_pos.get(name)
+            if at is None:
+                raise self.error(
+                    f"user %{name} does not name a node of @{self.g.name} (stale dependencies? "
+                    "run 'deps' again)",
+                    loc,
+                    n,
+                )
+            if at <= pos:
+                raise self.error(f"user %{name} does not come after this node", loc, n)
 
     # -- loop level
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from fir.ir.errors import PipelineError
 from fir.ir.graph import Module
+
+
+class OptionError(PipelineError):
+    """A pass rejects the value of one of its options; the driver points at that value."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass(frozen=True)

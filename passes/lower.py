@@ -1,15 +1,234 @@
-"""``lower``: placeholder, being written (issue 4)."""
+"""``lower``: tensor-level ops → loop-level nodes; views become index expressions.
+
+Every tensor-level op becomes a :class:`~fir.ir.graph.LoopNode` (``pointwise`` or ``reduction``)
+that keeps the op's name, or an :class:`~fir.ir.graph.ExternNode` calling a library op (matmul,
+composites ``decompose`` left whole). Views make no node: each value has an
+:class:`~fir.passes.lower_views.Access` (where its elements live in the storage of a realized
+buffer), and a view's access is its operand's composed with the view's index map, so readers of
+a view load the underlying buffer directly. A view that must exist as a tensor (a graph output,
+an argument of an extern call, a buffer a pre-existing loop node loads) is materialised by a
+pointwise copy node that takes the view's name.
+
+The per-op rules are in :mod:`fir.passes.lowerings`, the view algebra in
+:mod:`fir.passes.lower_views` and the ATen fallbacks in :mod:`fir.passes.lower_externs`.
+"""
 
 from __future__ import annotations
 
-from fir.ir.graph import Module
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from .base import Pass
+from fir.ir.graph import (
+    BodyOperand,
+    ExternNode,
+    Graph,
+    LoopNode,
+    Module,
+    Node,
+    TensorOp,
+    Value,
+)
+from fir.ir.types import Dim, TensorType
+
+from .base import Option, Pass
+from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
+from .lower_externs import extern_call
+from .lower_views import Access, Index, buffer_access, is_zero
+
+BodyFn = Callable[[BodyBuilder, tuple[Index, ...]], BodyOperand]
 
 
 class LowerPass(Pass):
     name = "lower"
-    summary = "(not yet written)"
+    summary = "tensor-level ops to loop-level nodes; views become index expressions"
+    options = {
+        "keep-views": Option(
+            bool, False, "materialise every view as a pointwise copy node (an ablation)"
+        ),
+    }
 
     def apply(self, module: Module) -> Module:
-        raise NotImplementedError("lower")
+        for key in ("loop-nodes", "views-folded", "externs", "copies"):
+            self.statistics.setdefault(key, 0)
+        for g in module.funcs:
+            GraphLowering(g, self.keep_views, self.statistics).run()  # type: ignore[attr-defined]
+        return module
+
+
+class GraphLowering:
+    """The lowering of one function: walks its nodes in order and rebuilds the node list."""
+
+    def __init__(self, graph: Graph, keep_views: bool, statistics: dict[str, int]) -> None:
+        self.g = graph
+        self.keep_views = keep_views
+        self.stats = statistics
+        self.nodes: list[Node] = []
+        self.accesses: dict[int, Access] = {}
+        self.views: set[int] = set()  # values read through an index map, with no node of their own
+        self.copied: set[int] = set()  # views materialised by a copy node
+        self.names = {v.name for v in graph.values()}
+        self.loop_names = _loop_names(graph)
+
+    # -- the walk
+
+    def run(self) -> None:
+        from .lowerings import LOWERINGS
+
+        for n in self.g.nodes:
+            if isinstance(n, TensorOp):
+                if any(_has_zero_dim(r.type) for r in n.results):
+                    self.empty(n)
+                    continue
+                lower = LOWERINGS.get(n.op)
+                if lower is None:
+                    self.extern_fallback(n)
+                else:
+                    lower(self, n)
+            else:
+                for v in n.operand_values():
+                    self.materialize(v)
+                self.nodes.append(n)
+        for v in self.g.outputs:
+            self.materialize(v)
+        self.g.nodes = self.nodes
+
+    # -- what lowerings call
+
+    def access(self, v: Value) -> Access:
+        a = self.accesses.get(id(v))
+        if a is None:
+            a = self.accesses[id(v)] = buffer_access(v)
+        return a
+
+    def set_view(self, v: Value, access: Access) -> None:
+        self.accesses[id(v)] = access
+        self.views.add(id(v))
+        self.stats["views-folded"] += 1
+        if self.keep_views:
+            self.materialize(v)
+            self.accesses[id(v)] = buffer_access(v)
+
+    def pointwise(self, n: TensorOp, result: Value, body: BodyFn) -> LoopNode:
+        ranges, idx = pointwise_space(result.type.shape, self.loop_names)
+        b = BodyBuilder(ranges)
+        y = body(b, idx)
+        return self._add(LoopNode([result], loc=n.loc, ranges=ranges, body=b.build(y)))
+
+    def reduction(
+        self,
+        n: TensorOp,
+        results: Sequence[Value],
+        kind: str,
+        shape: tuple[Dim, ...],
+        dims: Sequence[int],
+        body: BodyFn,
+    ) -> LoopNode:
+        """A reduction of a tensor of ``shape`` over ``dims``; ``body`` computes the value for
+        the operand index it is given."""
+        ranges, rranges, idx = reduction_space(shape, dims, self.loop_names)
+        b = BodyBuilder(ranges + rranges)
+        y = body(b, idx)
+        node = LoopNode(
+            list(results),
+            loc=n.loc,
+            reduction=kind,
+            ranges=ranges,
+            reduction_ranges=rranges,
+            body=b.build(y),
+        )
+        return self._add(node)
+
+    def extern(self, n: TensorOp, callee: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        for v in _values_in(args) + _values_in(list(kwargs.values())):
+            self.materialize(v)
+        node = ExternNode(list(n.results), loc=n.loc, callee=callee, args=args, kwargs=kwargs)
+        self._add(node)
+        self.stats["externs"] += 1
+
+    def extern_fallback(self, n: TensorOp) -> None:
+        callee, args, kwargs = extern_call(n)
+        self.extern(n, callee, args, kwargs)
+
+    def empty(self, n: TensorOp) -> None:
+        """A result with no elements has no loops to run: allocate it."""
+        for r in n.results:
+            shape = list(r.type.shape)
+            node = ExternNode(
+                [r],
+                loc=n.loc,
+                callee="aten.empty.memory_format",
+                args=[shape],
+                kwargs={"dtype": r.type.dtype},
+            )
+            self._add(node)
+            self.stats["externs"] += 1
+
+    def helper_value(self, of: Value, suffix: str, type: TensorType) -> Value:
+        """A fresh value for an intermediate buffer of ``of``: ``%NAME.SUFFIX``."""
+        name = f"{of.name}.{suffix}"
+        k = 1
+        while name in self.names:
+            name = f"{of.name}.{suffix}{k}"
+            k += 1
+        self.names.add(name)
+        return Value(name, type)
+
+    def materialize(self, v: Value) -> None:
+        """Give a view a node of its own: a pointwise copy that takes its name."""
+        if id(v) not in self.views or id(v) in self.copied:
+            return
+        self.copied.add(id(v))
+        access = self.accesses[id(v)]
+        if _has_zero_dim(v.type):
+            node: Node = ExternNode(
+                [v],
+                callee="aten.empty.memory_format",
+                args=[list(v.type.shape)],
+                kwargs={"dtype": v.type.dtype},
+            )
+            self._add(node)
+            self.stats["externs"] += 1
+            return
+        ranges, idx = pointwise_space(v.type.shape, self.loop_names)
+        b = BodyBuilder(ranges)
+        y = b.load(access, idx)
+        self._add(LoopNode([v], ranges=ranges, body=b.build(y)))
+        self.stats["copies"] += 1
+
+    def _add(self, node: Node) -> Any:
+        for k, r in enumerate(node.results):
+            r.owner, r.index = node, k
+        self.nodes.append(node)
+        if isinstance(node, LoopNode):
+            self.stats["loop-nodes"] += 1
+        return node
+
+
+def _loop_names(g: Graph) -> LoopNames:
+    """``i``/``r``, unless a size symbol is already called ``i0`` or ``r3`` (a loop variable
+    may not shadow one): then ``i_``/``r_``, and so on."""
+    symbols: set[str] = set()
+    for a in g.args:
+        t = a.type
+        for d in list(t.shape) + list(t.strides) + [t.offset]:
+            if not isinstance(d, int):
+                symbols |= {s.name for s in d.free_symbols}
+    i, r = LOOP_NAMES
+    while any(re.fullmatch(f"(?:{i}|{r})[0-9]+", s) for s in symbols):
+        i, r = i + "_", r + "_"
+    return i, r
+
+
+def _has_zero_dim(t: TensorType) -> bool:
+    return any(is_zero(d) for d in t.shape)
+
+
+def _values_in(args: list[Any]) -> list[Value]:
+    out: list[Value] = []
+    for a in args:
+        if isinstance(a, Value):
+            out.append(a)
+        elif isinstance(a, list):
+            out.extend(_values_in(a))
+    return out

@@ -17,7 +17,7 @@ from fir.ir.errors import FirError, Location, PipelineError
 from fir.ir.graph import Module
 
 from . import registry
-from .base import Option, Pass
+from .base import Option, OptionError, Pass
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
@@ -178,7 +178,12 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
                 source,
                 value_col,
             ) from None
-    return cls(**values)
+    try:
+        return cls(**values)
+    except OptionError as e:
+        # the pass rejected an option value in its constructor: point at that value
+        where = spec.options.get(e.option)
+        raise _error(e.message, text, source, where[2] if where else spec.column) from None
 
 
 def _convert(opt: Option, raw: Any) -> Any:

@@ -1,15 +1,149 @@
-"""``plan-memory``: placeholder, being written (issue 4)."""
+"""``plan-memory``: when each buffer dies, which dead storage a new buffer takes over, and which
+pointwise nodes write their result over an input, printed as node annotations.
+
+For every node, in program order (Inductor's ``compute_last_usage`` and buffer reuse):
+
+1. **In place** (option ``inplace``): a pointwise node that is the last reader of an input of the
+   same dtype, byte size and contiguous layout, and loads that input only at the element it writes
+   (unmasked, no indirect index), writes into the input's storage: ``inplace = %a``. The input is
+   never an output, nor an argument unless ``inplace-args`` is set (arguments belong to the caller).
+2. **Reuse** (option ``reuse``): otherwise a loop node's result takes over the storage of a buffer
+   freed at an earlier node with the same device, dtype and byte size, the most recently freed
+   first: ``reuses = %d`` (a list with one entry per result for a multi-result node).
+3. **Frees**: the inputs whose last reader this node is, except arguments, outputs and the input
+   taken over in place, are released after the node: ``frees = [%a, %b]``. A result nothing reads
+   is released right after its own node without an annotation (no attribute can name the node's
+   own result); ``dce`` normally removes it first.
+
+Earlier plan annotations are dropped and planned again, so the pass can run twice. The analysis
+behind it (sizes, lifetimes, peak memory) is :mod:`fir.passes.memory`.
+"""
 
 from __future__ import annotations
 
-from fir.ir.graph import Module
+from typing import Any
 
-from .base import Pass
+from fir.ir.graph import Graph, LoopNode, Module, Node, Value
+
+from .base import Option, Pass
+from .memory import (
+    PLAN_KEYS,
+    footprint,
+    inplace_blocker,
+    last_readers,
+    node_reads,
+    reuse_key,
+)
 
 
 class PlanMemoryPass(Pass):
     name = "plan-memory"
-    summary = "(not yet written)"
+    summary = "annotate last uses (frees), storage reuse and in-place writes"
+    options = {
+        "inplace": Option(
+            bool, True, "let a pointwise node write over an input it is the last reader of"
+        ),
+        "reuse": Option(
+            bool, True, "let a buffer take over dead storage of the same device, dtype and size"
+        ),
+        "inplace-args": Option(
+            bool, False, "allow in-place writes over function arguments (the caller's storage)"
+        ),
+    }
 
     def apply(self, module: Module) -> Module:
-        raise NotImplementedError("plan-memory")
+        stats = {"freed": 0, "reused": 0, "inplace": 0}
+        before: Any = 0
+        after: Any = 0
+        for g in module.funcs:
+            reads = node_reads(g)  # the plan changes no operand: one scan serves all three walks
+            counts = plan_graph(
+                g,
+                inplace=self.inplace,  # type: ignore[attr-defined]
+                reuse=self.reuse,  # type: ignore[attr-defined]
+                inplace_args=self.inplace_args,  # type: ignore[attr-defined]
+                reads=reads,
+            )
+            for key, count in counts.items():
+                stats[key] += count
+            before += footprint(g, "last-use", reads).peak
+            # also proves the plan safe: PlanError if it would clobber a value
+            after += footprint(g, "planned", reads).peak
+        for key, count in stats.items():
+            self.statistics[key] = self.statistics.get(key, 0) + count
+        # symbolic peaks have no single number; --stats prints them per function
+        if isinstance(before, int) and isinstance(after, int):
+            self.statistics["peak-bytes-before"] = (
+                self.statistics.get("peak-bytes-before", 0) + before
+            )
+            self.statistics["peak-bytes-after"] = self.statistics.get("peak-bytes-after", 0) + after
+        return module
+
+
+def plan_graph(
+    g: Graph,
+    inplace: bool = True,
+    reuse: bool = True,
+    inplace_args: bool = False,
+    reads: list[list[Value]] | None = None,
+) -> dict[str, int]:
+    """Write the plan annotations of ``g``; return how many buffers were freed, reused, in place.
+    ``reads``: :func:`~fir.passes.memory.node_reads` of ``g`` when the caller has it already."""
+    for n in g.nodes:
+        for key in PLAN_KEYS:
+            n.attrs.pop(key, None)
+    if reads is None:
+        reads = node_reads(g)
+    readers = last_readers(g, reads)
+    outputs = {id(v) for v in g.outputs}
+    args = {id(a) for a in g.args}
+    # storages that belong to the caller: arguments, and results written in place over them
+    caller_storage = set(args)
+    pool: dict[Any, list[Value]] = {}  # reuse key -> values whose storage is free, oldest first
+    counts = {"freed": 0, "reused": 0, "inplace": 0}
+
+    for k, n in enumerate(g.nodes):
+        inputs = reads[k]
+        dying = [v for v in inputs if readers.get(id(v)) == k and id(v) not in outputs]
+        taken: Value | None = None
+        if inplace:
+            taken = _pick_inplace(g, n, dying, args, inplace_args)
+        reuses: list[Value | None] = []
+        if reuse and isinstance(n, LoopNode):
+            for j, r in enumerate(n.results):
+                free = pool.get(reuse_key(g, n, r.type))
+                reuses.append(None if (j == 0 and taken is not None) or not free else free.pop())
+        frees = [v for v in dying if id(v) not in args and v is not taken]
+
+        if taken is not None:
+            n.attrs["inplace"] = taken
+            counts["inplace"] += 1
+            if id(taken) in caller_storage:
+                caller_storage.add(id(n.result))
+        if any(d is not None for d in reuses):
+            n.attrs["reuses"] = reuses[0] if len(reuses) == 1 else reuses
+            counts["reused"] += sum(d is not None for d in reuses)
+        if frees:
+            n.attrs["frees"] = frees
+            counts["freed"] += len(frees)
+
+        # released after this node, so offered from the next node on; a result nothing reads too
+        dead = [r for r in n.results if id(r) not in readers and id(r) not in outputs]
+        for v in frees + dead:
+            if id(v) not in caller_storage:
+                owner = v.owner if v.owner is not None else n
+                pool.setdefault(reuse_key(g, owner, v.type), []).append(v)
+    return counts
+
+
+def _pick_inplace(
+    g: Graph, n: Node, dying: list[Value], args: set[int], inplace_args: bool
+) -> Value | None:
+    if not isinstance(n, LoopNode) or n.is_reduction:
+        return None
+    for v in dying:
+        if id(v) in args and not inplace_args:
+            continue
+        if inplace_blocker(g, n, v) is None:
+            return v
+    return None

@@ -51,6 +51,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
         "--no-verify-each", dest="verify_each", action="store_false", help="verify only the input"
     )
     p.add_argument("--timing", action="store_true", help="report the time of each stage (stderr)")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="report node counts, peak memory and pass statistics of each function (stderr)",
+    )
     p.add_argument("--list-passes", action="store_true", help="list passes, options and pipelines")
     return p
 
@@ -129,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     timings: list[tuple[str, float]] = []
     for chunk, line_offset in chunks:
+        for p in pipeline.passes:
+            p.statistics = {}  # per chunk: each input is its own program
         try:
             t0 = time.perf_counter()
             module = parse_module(chunk, name, line_offset)
@@ -145,9 +152,16 @@ def main(argv: list[str] | None = None) -> int:
             module = pipeline.run(
                 module, verify_each=args.verify_each, after_pass=after, timings=timings
             )
+            report = ""
+            if args.stats:  # before printing: a plan that fails its check fails the chunk
+                from fir.passes.memory import stats_report
+
+                planned = any(p.name == "plan-memory" for p in pipeline.passes)
+                report = stats_report(module, pipeline.passes, planned)
             t3 = time.perf_counter()
             outputs.append(print_module(module))
             timings.append(("print", time.perf_counter() - t3))
+            sys.stderr.write(report)
         except FirError as e:
             print(e.render(), file=sys.stderr)
             failed = True

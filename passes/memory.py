@@ -1,0 +1,622 @@
+"""Memory analysis of one function: what each buffer costs, when it dies, how much is live at once.
+
+Shared by the ``plan-memory`` pass (which decides the plan) and ``fir-opt --stats`` (which reports
+it). It reads the plan from the program itself, the node annotations ``frees``, ``reuses`` and
+``inplace``, so a planned program that is printed, edited and parsed back is analysed the same way.
+
+The model (docs/passes/plan-memory.md has the long form):
+
+* A *buffer* is a node result; its *storage* is ``storage_size × itemsize`` bytes (the layout may
+  reach past the element count). Arguments live in storage the caller owns; they are never freed.
+* A storage is live from the node that allocates it until it is released: after its last reader
+  (``frees``), right after its own node when nothing reads it and it is not returned (a node cannot
+  name its own result in its attributes, so that release is implicit), or never for an output.
+* ``reuses = %d``: the node's result takes over the storage ``%d`` left when it was freed at an
+  earlier node. ``inplace = %a``: a pointwise node writes its result into ``%a``'s storage, element
+  for element; ``%a``'s storage passes to the result (``%a`` is not listed in ``frees``).
+* Peak memory is the most bytes live at once in storage the function allocates, counted while a
+  node runs (its results allocated, its inputs not yet released). Arguments are not counted;
+  outputs are, from the node that computes them on. Three figures: *no freeing* (every storage lives
+  to the end), *last use* (freed after the last reader, no reuse or in-place: the program before
+  planning) and *planned* (the annotations as written).
+
+Sizes may be symbolic: byte counts are then sympy expressions, reuse needs equal expressions, and a
+peak that depends on the sizes is reported as ``max(...)`` of the candidates no other one is known
+to dominate. Sympy is only needed for loop-level nodes and symbolic sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from fir.ir.errors import FirError, Location
+from fir.ir.graph import ExternNode, Graph, LoopNode, Node, Value
+from fir.ir.types import Dim, TensorType
+
+DEFAULT_DEVICE = "cpu"
+PLAN_KEYS = ("frees", "reuses", "inplace")
+
+
+class PlanError(FirError):
+    """A memory plan in the program's annotations that would clobber or lose a value."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Buffers
+
+
+@lru_cache(maxsize=4096)
+def buffer_bytes(t: TensorType) -> Dim:
+    """Bytes of storage a buffer of type ``t`` needs (its layout's reach, not its element count)."""
+    size = t.storage_size()
+    if isinstance(size, int):
+        return size * t.dtype.itemsize
+    from fir.ir.symbolic import to_dim
+
+    return to_dim(size * t.dtype.itemsize)
+
+
+def device_of(g: Graph, n: Node | None) -> str:
+    """A node's ``device`` attribute, else its function's, else ``cpu``."""
+    for attrs in ((n.attrs if n is not None else {}), g.attrs):
+        dev = attrs.get("device")
+        if isinstance(dev, str):
+            return dev
+    return DEFAULT_DEVICE
+
+
+@lru_cache(maxsize=4096)
+def is_contiguous(t: TensorType) -> bool:
+    return t.normalized().layout is None
+
+
+def reuse_key(g: Graph, n: Node | None, t: TensorType) -> tuple[str, str, Dim]:
+    """Two storages are interchangeable when device, dtype and byte size agree."""
+    return (device_of(g, n), t.dtype.value, buffer_bytes(t))
+
+
+def node_reads(g: Graph) -> list[list[Value]]:
+    """For each node, the values it reads (loads, extern and op operands), each once, in the
+    order it first reads them."""
+    return [unique_values(n.operand_values()) for n in g.nodes]
+
+
+def last_readers(g: Graph, reads: list[list[Value]] | None = None) -> dict[int, int]:
+    """``id(value)`` → position of the last node that reads it."""
+    last: dict[int, int] = {}
+    for k, values in enumerate(node_reads(g) if reads is None else reads):
+        for v in values:
+            last[id(v)] = k
+    return last
+
+
+KIND_LABELS = {
+    "tensor op": "tensor ops",
+    "pointwise": "pointwise",
+    "reduction": "reduction",
+    "extern": "extern",
+}
+
+
+def node_kind(n: Node) -> str:
+    if isinstance(n, LoopNode):
+        return "reduction" if n.is_reduction else "pointwise"
+    if isinstance(n, ExternNode):
+        return "extern"
+    return "tensor op"
+
+
+# ---------------------------------------------------------------------------------------------
+# In-place legality
+
+
+def write_index(n: LoopNode) -> Any:
+    """The storage position element ``p`` of a contiguous result lands at: ``linear(p)``.
+
+    Loop variables of size 1 are always 0 and left out, so that a load written without them
+    still matches.
+    """
+    return _linear_index(tuple(n.ranges))
+
+
+@lru_cache(maxsize=4096)
+def _linear_index(ranges: tuple[tuple[Any, Dim], ...]) -> Any:
+    import sympy
+
+    expr: Any = sympy.Integer(0)
+    for var, size in ranges:
+        expr = expr * size + (0 if size == 1 else var)
+    return sympy.expand(expr)
+
+
+def inplace_blocker(g: Graph, n: Node, v: Value) -> str | None:
+    """Why ``n`` may not write its result into ``v``'s storage element for element (None: it may).
+
+    This is the local rule only; that ``n`` is ``v``'s last reader, and who owns ``v``, is the
+    caller's business.
+    """
+    if not isinstance(n, LoopNode) or n.is_reduction or n.body is None:
+        return "only a pointwise loop node computes in place"
+    if len(n.results) != 1:
+        return "the node has several results"
+    r = n.result.type
+    here, there = device_of(g, n), device_of(g, v.owner)
+    if here != there:
+        return f"device differs ({there} and {here})"
+    if v.type.dtype != r.dtype:
+        return f"dtype differs ({v.type.dtype} and {r.dtype})"
+    if not (is_contiguous(v.type) and is_contiguous(r)):
+        return "a layout is not contiguous"
+    if not _same_size(buffer_bytes(v.type), buffer_bytes(r)):
+        return "byte size differs"
+    loads = [op for op in n.body.loads() if op.buffer is v]
+    if not loads:
+        return f"the body does not load %{v.name}"
+    target = write_index(n)
+    for op in loads:
+        if op.mask is not None:
+            return f"a masked load reads %{v.name}"
+        if not _index_matches(op.index, target, n):
+            return f"a load of %{v.name} reads another element than the one written"
+    return None
+
+
+def _index_matches(index: Any, target: Any, n: LoopNode) -> bool:
+    import sympy
+    from fir.ir.symbolic import is_indirect, simplify_index
+
+    if isinstance(index, int):
+        index = sympy.Integer(index)
+    if index == target:
+        return True
+    if any(is_indirect(s) for s in index.free_symbols):
+        return False
+    ones = {var: 0 for var, size in n.ranges if size == 1}
+    if ones:
+        index = index.subs(ones)
+    if index == target:
+        return True
+    diff = sympy.expand(index - target)
+    if diff == 0:
+        return True
+    ranges = dict(n.ranges)
+    return sympy.expand(simplify_index(index, ranges) - target) == 0
+
+
+def _same_size(a: Dim, b: Dim) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    import sympy
+
+    return sympy.expand(a - b) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the plan from the annotations
+
+
+@dataclass
+class NodePlan:
+    frees: list[Value] = field(default_factory=list)
+    reuses: list[Value | None] = field(default_factory=list)  # one entry per result
+    inplace: Value | None = None
+
+
+def node_plan(n: Node) -> NodePlan:
+    """The plan annotations of ``n``; ``reuses`` is one value, or a list with one entry (a value
+    or ``none``) per result of a multi-result node. Entries that are not values are kept as
+    written for the plan check to report."""
+    frees = n.attrs.get("frees", [])
+    reuses = n.attrs.get("reuses")
+    if reuses is None:
+        reuse_list: list[Any] = [None] * len(n.results)
+    else:
+        reuse_list = list(reuses) if isinstance(reuses, list) else [reuses]
+    return NodePlan(
+        list(frees) if isinstance(frees, list) else [frees], reuse_list, n.attrs.get("inplace")
+    )
+
+
+def is_planned(g: Graph) -> bool:
+    return any(k in n.attrs for n in g.nodes for k in PLAN_KEYS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Simulation
+
+
+@dataclass
+class Footprint:
+    """Memory a run of the function takes under one policy."""
+
+    peak: Dim  # most bytes live at once in storage the function allocates
+    allocations: int  # storages the function allocates (reuse and in-place allocate none)
+    allocated: Dim  # bytes of those allocations
+
+
+@dataclass
+class _Storage:
+    nbytes: Dim
+    key: tuple[str, str, Dim]
+    caller_owned: bool  # an argument's: never counted, never offered for reuse
+    occupant: Value | None
+
+
+class _Walk:
+    """One pass over the nodes in program order under a policy: ``keep`` (never free),
+    ``last-use`` (free after the last reader, no reuse, no in-place) or ``planned``."""
+
+    def __init__(self, g: Graph, policy: str, reads: list[list[Value]] | None = None) -> None:
+        self.g = g
+        self.policy = policy
+        self.reads = node_reads(g) if reads is None else reads
+        self.problems: list[tuple[str, Location | None]] = []
+        self.storage_of: dict[int, _Storage] = {}
+        self.outputs = {id(v) for v in g.outputs}
+        self.args = {id(a) for a in g.args}
+        self.readers = last_readers(g, self.reads)
+        self.live: Dim = 0
+        self.peaks: list[Dim] = [0]
+        self.allocations = 0
+        self.allocated: Dim = 0
+        for a in g.args:
+            self.storage_of[id(a)] = _Storage(
+                buffer_bytes(a.type), reuse_key(g, None, a.type), True, a
+            )
+
+    def problem(self, n: Node, message: str) -> None:
+        self.problems.append((f"{_names(n)}: {message}", n.loc))
+
+    def run(self) -> Footprint:
+        for k, n in enumerate(self.g.nodes):
+            plan = node_plan(n) if self.policy == "planned" else NodePlan()
+            if len(plan.reuses) > len(n.results):
+                self.problem(
+                    n, f"'reuses' has {len(plan.reuses)} entries for {len(n.results)} results"
+                )
+            inputs = self.reads[k]
+            for v in inputs:
+                self.check_intact(n, v, "reads")
+            for j, r in enumerate(n.results):
+                self.allocate(k, n, j, r, plan)
+            self.peaks.append(self.live)
+            for v in self.released_after(k, n, inputs, plan):
+                self.release(k, n, v)
+        for v in self.g.outputs:
+            st = self.storage_of.get(id(v))
+            if st is not None and st.occupant is not v:
+                self.problems.append(
+                    (f"output %{v.name} was overwritten or freed", self.g.return_loc)
+                )
+        return Footprint(_max_of(self.peaks), self.allocations, self.allocated)
+
+    def check_intact(self, n: Node, v: Value, verb: str) -> bool:
+        st = self.storage_of.get(id(v))
+        if st is None:
+            return True  # defined later or elsewhere: the verifier's business
+        if st.occupant is v:
+            return True
+        if st.occupant is None:
+            self.problem(n, f"{verb} %{v.name} after its storage was freed")
+        else:
+            self.problem(n, f"{verb} %{v.name}, whose storage now holds %{st.occupant.name}")
+        return False
+
+    def allocate(self, k: int, n: Node, j: int, r: Value, plan: NodePlan) -> None:
+        g = self.g
+        key = reuse_key(g, n, r.type)
+        if j == 0 and plan.inplace is not None and self.take_inplace(n, r, plan.inplace):
+            return
+        donor = plan.reuses[j] if j < len(plan.reuses) else None
+        if donor is not None and self.take_reused(k, n, r, donor, key):
+            return
+        st = _Storage(key[2], key, False, r)
+        self.storage_of[id(r)] = st
+        self.allocations += 1
+        self.allocated = _add(self.allocated, st.nbytes)
+        self.live = _add(self.live, st.nbytes)
+
+    def take_inplace(self, n: Node, r: Value, v: Any) -> bool:
+        if not isinstance(v, Value) or id(v) not in self.storage_of:
+            self.problem(n, "'inplace' must name an earlier value")
+            return False
+        why = inplace_blocker(self.g, n, v)
+        if why is not None:
+            self.problem(n, f"cannot compute in place of %{v.name}: {why}")
+            return False
+        if id(v) in self.outputs:
+            self.problem(n, f"computes in place of %{v.name}, which the function returns")
+            return False
+        if not self.check_intact(n, v, "computes in place of"):
+            return False
+        st = self.storage_of[id(v)]
+        st.occupant = r
+        self.storage_of[id(r)] = st
+        return True
+
+    def take_reused(self, k: int, n: Node, r: Value, d: Any, key: tuple[str, str, Dim]) -> bool:
+        if not isinstance(d, Value) or id(d) not in self.storage_of:
+            self.problem(n, "'reuses' must name an earlier value")
+            return False
+        if not isinstance(n, LoopNode):
+            self.problem(n, "only a loop node can write into reused storage")
+            return False
+        st = self.storage_of[id(d)]
+        if st.caller_owned:
+            self.problem(n, f"reuses %{d.name}, whose storage belongs to the caller")
+            return False
+        if st.occupant is not None:
+            held = "is still live" if st.occupant is d else f"now holds %{st.occupant.name}"
+            self.problem(n, f"reuses the storage of %{d.name}, which {held}")
+            return False
+        if st.key[:2] != key[:2] or not _same_size(st.key[2], key[2]):
+            self.problem(
+                n,
+                f"reuses %{d.name} ({st.key[1]}, {st.key[2]} bytes, {st.key[0]}) for a result of "
+                f"{key[1]}, {key[2]} bytes, {key[0]}",
+            )
+            return False
+        st.occupant = r
+        self.storage_of[id(r)] = st
+        self.live = _add(self.live, st.nbytes)
+        return True
+
+    def released_after(self, k: int, n: Node, inputs: list[Value], plan: NodePlan) -> list[Value]:
+        if self.policy == "keep":
+            return []
+        out: list[Value] = []
+        if self.policy == "planned":
+            out += plan.frees
+        else:
+            out += [
+                v
+                for v in inputs
+                if self.readers.get(id(v)) == k
+                and id(v) not in self.outputs
+                and id(v) not in self.args
+            ]
+        # results nothing reads die with their node (no attribute can name them)
+        out += [r for r in n.results if id(r) not in self.readers and id(r) not in self.outputs]
+        return out
+
+    def release(self, k: int, n: Node, v: Any) -> None:
+        if not isinstance(v, Value) or id(v) not in self.storage_of:
+            self.problem(n, "'frees' must name earlier values")
+            return
+        if id(v) in self.outputs:
+            self.problem(n, f"frees %{v.name}, which the function returns")
+            return
+        if id(v) in self.args:
+            self.problem(n, f"frees argument %{v.name}, which belongs to the caller")
+            return
+        if not self.check_intact(n, v, "frees"):
+            return
+        st = self.storage_of[id(v)]
+        st.occupant = None
+        if not st.caller_owned:
+            self.live = _sub(self.live, st.nbytes)
+
+
+def footprint(g: Graph, policy: str, reads: list[list[Value]] | None = None) -> Footprint:
+    """Peak and allocations of ``g`` under ``keep``, ``last-use`` or ``planned``.
+
+    ``planned`` raises :class:`PlanError` when the annotations would clobber or lose a value.
+    ``reads``: :func:`node_reads` of ``g`` when the caller has it already.
+    """
+    if policy not in ("keep", "last-use", "planned"):
+        raise ValueError(f"unknown memory policy {policy!r}")
+    walk = _Walk(g, policy, reads)
+    result = walk.run()
+    if walk.problems:
+        message, loc = walk.problems[0]
+        raise PlanError(f"memory plan of @{g.name}: {message}", loc)
+    return result
+
+
+def plan_problems(g: Graph) -> list[str]:
+    """Every way the plan annotations of ``g`` would clobber or lose a value (empty: safe).
+
+    Simulates storage: a value read after its storage was freed or taken over by another buffer,
+    a reuse of storage still live or of another device, dtype or size, an in-place write that
+    breaks the element-for-element rule, an output freed or overwritten.
+    """
+    walk = _Walk(g, "planned")
+    walk.run()
+    return [m for m, _ in walk.problems]
+
+
+def storage_assignment(g: Graph) -> dict[int, int]:
+    """``id(value)`` → storage number under the plan annotations (arguments included); values
+    with the same number share storage. Raises :class:`PlanError` on an unsafe plan."""
+    walk = _Walk(g, "planned")
+    walk.run()
+    if walk.problems:
+        message, loc = walk.problems[0]
+        raise PlanError(f"memory plan of @{g.name}: {message}", loc)
+    numbers: dict[int, int] = {}
+    out: dict[int, int] = {}
+    for vid, st in walk.storage_of.items():
+        out[vid] = numbers.setdefault(id(st), len(numbers))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures fir-opt --stats prints
+
+
+@dataclass
+class MemoryReport:
+    nodes: dict[str, int]  # kind -> count: tensor op, pointwise, reduction, extern
+    argument_bytes: Dim
+    output_bytes: Dim  # outputs computed by the function (an argument returned is not counted)
+    keep: Footprint  # no freeing
+    last_use: Footprint  # freed at last use: before planning
+    planned: Footprint | None  # the annotations; None when the program carries none
+
+
+def memory_report(g: Graph, planned: bool | None = None) -> MemoryReport:
+    """All the figures for ``g``. ``planned``: whether to simulate the annotations (default:
+    when there are any)."""
+    counts = {"tensor op": 0, "pointwise": 0, "reduction": 0, "extern": 0}
+    for n in g.nodes:
+        counts[node_kind(n)] += 1
+    args = {id(a) for a in g.args}
+    seen: set[int] = set()
+    out_bytes: Dim = 0
+    for v in g.outputs:
+        if id(v) not in args and id(v) not in seen:
+            seen.add(id(v))
+            out_bytes = _add(out_bytes, buffer_bytes(v.type))
+    arg_bytes: Dim = 0
+    for a in g.args:
+        arg_bytes = _add(arg_bytes, buffer_bytes(a.type))
+    if planned is None:
+        planned = is_planned(g)
+    reads = node_reads(g)
+    return MemoryReport(
+        counts,
+        arg_bytes,
+        out_bytes,
+        footprint(g, "keep", reads),
+        footprint(g, "last-use", reads),
+        footprint(g, "planned", reads) if planned else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Byte arithmetic on ints or sympy expressions
+
+
+def _add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    from fir.ir.symbolic import to_dim
+
+    return to_dim(a + b)
+
+
+def _sub(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b
+    from fir.ir.symbolic import to_dim
+
+    return to_dim(a - b)
+
+
+def _max_of(values: Iterable[Dim]) -> Dim:
+    """The maximum; for expressions, ``Max`` of those no other one is known to be at least."""
+    vals = list(values)
+    if all(isinstance(v, int) for v in vals):
+        return max(vals)
+    import sympy
+    from fir.ir.symbolic import to_dim
+
+    kept: list[Any] = []
+    for v in vals:
+        e = sympy.Integer(v) if isinstance(v, int) else v
+        if any(_at_least(f, e) for f in kept):
+            continue
+        kept = [f for f in kept if not _at_least(e, f)] + [e]
+    return to_dim(kept[0] if len(kept) == 1 else sympy.Max(*kept))
+
+
+def _at_least(a: Any, b: Any) -> bool:
+    """``a >= b`` for every positive value of the size symbols, as far as we can tell: sympy
+    says so, or ``a - b`` is a polynomial in positive symbols with no negative coefficient."""
+    import sympy
+
+    diff = sympy.expand(a - b)
+    if diff.is_nonnegative:
+        return True
+    syms = sorted(diff.free_symbols, key=str)
+    if not syms or not all(s.is_positive for s in syms) or not diff.is_polynomial(*syms):
+        return False
+    return all(c >= 0 for c in sympy.Poly(diff, *syms).coeffs())
+
+
+def unique_values(values: Iterable[Value]) -> list[Value]:
+    seen: set[int] = set()
+    out: list[Value] = []
+    for v in values:
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
+def _names(n: Node) -> str:
+    return ", ".join("%" + r.name for r in n.results) or "node"
+
+
+def format_bytes(b: Dim) -> str:
+    if isinstance(b, int):
+        return str(b)
+    from fir.ir.symbolic import print_expr
+
+    return print_expr(b)
+
+
+__all__ = [
+    "DEFAULT_DEVICE",
+    "Footprint",
+    "MemoryReport",
+    "NodePlan",
+    "PlanError",
+    "buffer_bytes",
+    "device_of",
+    "footprint",
+    "format_bytes",
+    "unique_values",
+    "inplace_blocker",
+    "is_planned",
+    "last_readers",
+    "node_reads",
+    "memory_report",
+    "node_plan",
+    "plan_problems",
+    "reuse_key",
+    "stats_report",
+    "storage_assignment",
+    "write_index",
+]
+
+
+def stats_report(module: Any, passes: Iterable[Any] = (), planned: bool = False) -> str:
+    """The text of ``fir-opt --stats``: per function its nodes by kind and its memory figures,
+    then the statistics of every pass that kept some. ``planned``: the pipeline ran
+    ``plan-memory``, so peaks before and after planning are both printed (they are also printed
+    when the program carries plan annotations of its own)."""
+    lines = [
+        "===-------------------------------------===",
+        "  FIR statistics report",
+        "===-------------------------------------===",
+    ]
+    for g in module.funcs:
+        with_plan = planned or is_planned(g)
+        rep = memory_report(g, with_plan)
+        kinds = ", ".join(f"{KIND_LABELS[kind]} {n}" for kind, n in rep.nodes.items())
+        lines.append(f"func @{g.name}")
+        lines.append(f"  nodes: {sum(rep.nodes.values())} ({kinds})")
+        lines.append(f"  argument bytes: {format_bytes(rep.argument_bytes)}")
+        lines.append(f"  output bytes: {format_bytes(rep.output_bytes)}")
+        lines.append(f"  peak bytes without freeing: {format_bytes(rep.keep.peak)}")
+        if rep.planned is None:
+            lines.append(f"  peak bytes freed at last use: {format_bytes(rep.last_use.peak)}")
+            lines.append(f"  allocations: {_allocs(rep.last_use)}")
+        else:
+            lines.append(f"  peak bytes before planning: {format_bytes(rep.last_use.peak)}")
+            lines.append(f"  peak bytes after planning: {format_bytes(rep.planned.peak)}")
+            lines.append(f"  allocations before planning: {_allocs(rep.last_use)}")
+            lines.append(f"  allocations after planning: {_allocs(rep.planned)}")
+    for p in passes:
+        if p.statistics:
+            lines.append(f"pass {p.name}")
+            lines += [f"  {key}: {value}" for key, value in p.statistics.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _allocs(f: Footprint) -> str:
+    return f"{f.allocations} ({format_bytes(f.allocated)} bytes)"
