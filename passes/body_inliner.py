@@ -1,11 +1,11 @@
-"""Copy the bodies of inlined buffers into the body of the buffer that reads them.
+"""Copy the bodies of inlined buffers into the bodies of the buffers that read them.
 
-Used by the ``inline`` pass once it has decided which buffers are realized. For one realized
-loop node ``R``, :func:`inline_body` rebuilds ``R``'s body: every ``load %B[e]`` of an inlined
-pointwise buffer ``B`` becomes a copy of ``B``'s body, with ``B``'s loop variables expressed from
-``e`` (``B`` is contiguous, so its element ``p`` sits at storage position ``linear(p)``). Loads in
-the copy may read other inlined buffers; those are expanded the same way, so one walk builds the
-final body and every op is created once.
+Used by the ``inline`` pass once it has decided which buffers are realized.
+:meth:`BodyInliner.build` rebuilds the body of one realized loop node ``R``: every
+``load %B[e]`` of an inlined pointwise buffer ``B`` becomes a copy of ``B``'s body, with ``B``'s
+loop variables expressed from ``e`` (``B`` is contiguous, so its element ``p`` sits at storage
+position ``linear(p)``). Loads in the copy may read other inlined buffers; those are expanded the
+same way, so one walk builds the final body and every op is created once.
 
 * A masked load ``load %B[e] if %m else o`` becomes ``where %m, <copy>, o``, and every load of the
   copy is masked by ``%m`` as well (and-ed with its own mask), so no memory is touched where the
@@ -15,7 +15,9 @@ final body and every op is created once.
   inlined loads once. Values are named ``%0, %1, …`` in order, and the ``%k`` symbols of
   ``indirect`` indices are renamed with them inside every index expression.
 * Index substitution avoids sympy where it can: when ``e`` is ``B``'s own write index over loop
-  variables of the same sizes, the substitution is a renaming (often the identity).
+  variables of the same sizes, the substitution is a renaming (often the identity); when the
+  strides split ``e`` cleanly, the variables are plain sums (:func:`_aligned_split`); only the
+  remaining cases build floordiv/mod terms and simplify them over the reader's loop ranges.
 
 The expansion is iterative (a stack of generators), so long chains of inlined buffers do not hit
 Python's recursion limit.

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fir.ir.graph import ExternNode, Graph, Literal, LoopNode, Module, Node, Value
+from fir.ir.graph import BodyValue, ExternNode, Graph, Literal, LoopNode, Module, Node, Value
 from fir.ir.symbolic import free_symbols, is_indirect
 
 from .base import Option, Pass
@@ -113,10 +113,9 @@ def _scan(node: LoopNode, position: int) -> _Info:
         if op.opcode == "indirect":
             has_indirect = True
         elif op.opcode in _DIVIDING_OPS:
-            dtype = op.result.dtype
             divisor = op.operands[1] if len(op.operands) > 1 else None
             literal_ok = isinstance(divisor, Literal) and bool(divisor.value)
-            if (dtype is None or not dtype.is_float) and not literal_ok:
+            if not literal_ok and not _is_float(op.operands[0]):
                 can_fault = True
         elif (
             op.opcode == "index"
@@ -126,6 +125,23 @@ def _scan(node: LoopNode, position: int) -> _Info:
             # an indirect index computed from a masked-off load is not known to be in bounds
             can_fault = True
     return _Info(node, position, own_ops, loads, buffers, can_fault)
+
+
+def _is_float(v: Any) -> bool:
+    """Whether a body operand is a float (its dtype may not be filled in before verification:
+    then follow it back to a load, a cast or a constant)."""
+    while isinstance(v, BodyValue):
+        if v.dtype is not None:
+            return v.dtype.is_float
+        op = v.owner
+        if op is None:
+            return False
+        if op.opcode == "load" and op.buffer is not None:
+            return op.buffer.type.dtype.is_float
+        if op.dtype is not None:
+            return op.dtype.is_float
+        v = next((o for o in op.operands if isinstance(o, BodyValue)), None)
+    return False
 
 
 def _buffers(n: int) -> str:

@@ -7,9 +7,11 @@ list value is comma-separated (``ops=softmax,gelu``). A name that is a registere
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,17 @@ class Pipeline:
     ) -> Module:
         from fir.ir.verifier import verify_module
 
+        with _quiet_gc():
+            return self._run(module, verify_each, after_pass, timings, verify_module)
+
+    def _run(
+        self,
+        module: Module,
+        verify_each: bool,
+        after_pass: Callable[[Pass, Module], None] | None,
+        timings: list[tuple[str, float]] | None,
+        verify_module: Callable[[Module], None],
+    ) -> Module:
         for p in self.passes:
             start = time.perf_counter()
             module = p.apply(module)
@@ -58,6 +71,19 @@ class Pipeline:
             if after_pass is not None:
                 after_pass(p, module)
         return module
+
+
+@contextmanager
+def _quiet_gc() -> Iterator[None]:
+    """Move the objects that exist now (the parsed program, sympy's caches) out of the cyclic
+    collector's view while passes run. A 10,000-node program is millions of objects; full
+    collections triggered by the passes' allocations would rescan them all, for nothing, and cost
+    more than some passes themselves."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def parse_pipeline(text: str, source: str = "<pipeline>") -> Pipeline:
@@ -173,7 +199,7 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
             values[key] = _convert(opt, raw)
         except ValueError:
             raise _error(
-                f"option '{key}' of pass '{spec.name}' takes a {opt.type_name()}, got '{raw}'",
+                f"option '{key}' of pass '{spec.name}' takes {_article(opt.type_name())}, got '{raw}'",
                 text,
                 source,
                 value_col,
@@ -184,6 +210,10 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
         # the pass rejected an option value in its constructor: point at that value
         where = spec.options.get(e.option)
         raise _error(e.message, text, source, where[2] if where else spec.column) from None
+
+
+def _article(word: str) -> str:
+    return ("an " if word[0] in "aeiou" else "a ") + word
 
 
 def _convert(opt: Option, raw: Any) -> Any:

@@ -240,7 +240,8 @@ class _Gen:
         same = [
             (m, y)
             for m, y in self.pool
-            if y.dim() == x.dim() and all(y.shape[k] == x.shape[k] for k in range(x.dim()) if k != d)
+            if y.dim() == x.dim()
+            and all(y.shape[k] == x.shape[k] for k in range(x.dim()) if k != d)
         ]
         parts = [(n, x)] + [self.c.choice(same) for _ in range(self.c.integer(1, 2))]
         names = ", ".join(f"%{m}" for m, _ in parts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import re
 import shlex
 
@@ -104,7 +105,8 @@ def lit_pipelines(path: str) -> list[str]:
         if not m or m.group(1).startswith("not "):
             continue
         words = shlex.split(m.group(1).split("|")[0])
-        out.append(words[words.index("-p") + 1])
+        if "%s" in words:  # this file is the input
+            out.append(words[words.index("-p") + 1])
     return out
 
 
@@ -234,6 +236,128 @@ def test_random_loop_programs_keep_results(m: Module, options: dict, seed: int) 
 
 
 # ---------------------------------------------------------------------------------------------
+# random inlinable programs: pointwise chains through views, padding, gathers and reductions
+
+
+A, B = 3, 4  # the argument %x is f32[3, 4]; %ids is i64[3] with rows of a 3-row buffer
+
+
+def _views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], str]]:
+    """(consumer shape, load index over i0, i1) for reading a contiguous buffer of ``shape``:
+    itself, transposed, flattened, reshaped (and read transposed), broadcast."""
+    n = 1
+    for d in shape:
+        n *= d
+    out: list[tuple[tuple[int, ...], str]] = [((n,), "i0")]
+    for c in range(2, n):
+        if n % c == 0:
+            d = n // c
+            out += [((c, d), f"{d}*i0 + i1"), ((d, c), f"i0 + {d}*i1")]
+    if len(shape) == 1:
+        out += [((2, n), "i1"), ((n, 2), "i0")]
+    return out
+
+
+def _unary(k: int) -> str:
+    return ["tanh", "sin", "neg", "abs", "cos"][k % 5]
+
+
+def random_inlinable_program(seed: int) -> str:
+    rnd = random.Random(seed)
+    values: list[tuple[str, tuple[int, ...]]] = [("x", (A, B))]
+    lines = [f"func @p{seed}(%x: f32[{A}, {B}], %ids: i64[{A}]) -> (RESULTS) {{"]
+
+    def ranges(shape: tuple[int, ...]) -> str:
+        return ", ".join(f"i{k} < {d}" for k, d in enumerate(shape))
+
+    def ty(shape: tuple[int, ...]) -> str:
+        return f"f32[{', '.join(map(str, shape))}]"
+
+    for k in range(rnd.randint(2, 8)):
+        name = f"n{k}"
+        # mostly the latest values, so that chains form
+        src, shape = rnd.choice(values[-2:] if rnd.random() < 0.7 else values)
+        kind = rnd.choice(["unary", "binary", "binary", "reduction", "pad", "gather"])
+        if kind == "reduction" and len(shape) == 2:
+            a, b = shape
+            red = rnd.choice(["sum", "max"])
+            if rnd.random() < 0.5:
+                head, index, out = f"i0 < {a}; r0 < {b}", f"{b}*i0 + r0", (a,)
+            else:
+                head, index, out = f"i0 < {b}; r0 < {a}", f"i0 + {b}*r0", (b,)
+            lines += [
+                f"  %{name} = reduction {red} : {ty(out)} over ({head}) {{",
+                f"    %0 = load %{src}[{index}]",
+                f"    %1 = {_unary(k)} %0",
+                "    yield %1",
+                "  }",
+            ]
+        elif kind == "pad" and len(shape) == 2:
+            a, b = shape
+            out = (a, b + 2)
+            lines += [
+                f"  %{name} = pointwise : {ty(out)} over ({ranges(out)}) {{",
+                "    %0 = index i1 - 1 : i64",
+                "    %1 = ge %0, 0",
+                f"    %2 = lt %0, {b}",
+                "    %3 = logical_and %1, %2",
+                f"    %4 = load %{src}[{b}*i0 + i1 - 1] if %3 else -1.0",
+                "    yield %4",
+                "  }",
+            ]
+        elif kind == "gather" and len(shape) == 2 and shape[0] == A:
+            out = shape
+            lines += [
+                f"  %{name} = pointwise : {ty(out)} over ({ranges(out)}) {{",
+                "    %0 = load %ids[i0]",
+                f"    %1 = indirect %0 < {A}",
+                f"    %2 = load %{src}[{shape[1]}*%1 + i1]",
+                f"    %3 = {_unary(k)} %2",
+                "    yield %3",
+                "  }",
+            ]
+        else:
+            out, index = rnd.choice(_views(shape) + [(shape, "")])
+            if not index:  # the buffer's own shape
+                index = "i0" if len(shape) == 1 else f"{shape[1]}*i0 + i1"
+            body = [f"    %0 = load %{src}[{index}]", f"    %1 = {_unary(k)} %0"]
+            if kind == "binary":
+                others = [
+                    (v, i)
+                    for v, sh in values
+                    for o, i in _views(sh) + [(sh, "i0" if len(sh) == 1 else f"{sh[-1]}*i0 + i1")]
+                    if o == out
+                ]
+                other, other_index = rnd.choice(others)
+                op = rnd.choice(["add", "mul", "sub", "maximum"])
+                body += [f"    %2 = load %{other}[{other_index}]", f"    %3 = {op} %1, %2"]
+            lines += [f"  %{name} = pointwise : {ty(out)} over ({ranges(out)}) {{", *body]
+            lines += [f"    yield %{len(body) - 1}", "  }"]
+        values.append((name, out))
+    results = [values[-1]] + [v for v in values[1:-1] if rnd.random() < 0.2]
+    lines.append("  return " + ", ".join(f"%{v}" for v, _ in results))
+    lines.append("}")
+    text = "\n".join(lines) + "\n"
+    return text.replace("RESULTS", ", ".join(ty(sh) for _, sh in results))
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_random_inlinable_programs_keep_results(chunk: int) -> None:
+    copied = 0
+    for seed in range(chunk * 20, chunk * 20 + 20):
+        text = random_inlinable_program(seed)
+        g = parse_module(text).funcs[0]
+        inputs = [torch.randn(A, B), torch.randint(0, A, (A,))]
+        expected = run_graph(g, inputs)
+        for options in OPTION_SETS:
+            p = InlinePass(**options)
+            after = round_trip(p.apply(parse_module(text)))
+            close(run_graph(after.funcs[0], inputs), expected, f"inline {options}\n{text}")
+            copied += p.statistics["bodies copied"]
+    assert copied > 20  # the programs do inline
+
+
+# ---------------------------------------------------------------------------------------------
 # structure
 
 
@@ -312,3 +436,30 @@ def test_lowered_rms_norm_and_softmax_counts() -> None:
             parse_file(os.path.join(ROOT, "examples", name))
         )
         assert all(n.attrs.get("realized") == "inline disabled" for n in loop_nodes(off))
+
+
+# ---------------------------------------------------------------------------------------------
+# the documentation shows real output
+
+
+def test_doc_examples_are_real_output() -> None:
+    doc = read(os.path.join(ROOT, "docs", "passes", "inline.md"))
+    blocks = [b.split("```")[0] for b in doc.split("```fir\n")[1:]]
+    assert len(blocks) == 4
+    rms = parse_file(os.path.join(ROOT, "examples", "rms_norm.fir"))
+    if _lower_available():
+        lowered = print_module(parse_pipeline("decompose,lower").run(rms))
+        assert blocks[0] == lowered, "docs/passes/inline.md: the lowered rms_norm is stale"
+    for before, after in ((blocks[0], blocks[1]), (blocks[2], blocks[3])):
+        m, _ = run_inline(before)
+        assert print_module(m) == after, f"docs/passes/inline.md is stale for:\n{before}"
+
+
+def test_doc_lists_every_reason_and_option() -> None:
+    from fir.passes.inline import CATEGORIES
+
+    doc = read(os.path.join(ROOT, "docs", "passes", "inline.md"))
+    for category in CATEGORIES:
+        assert f"| `{category}` |" in doc, category
+    for option in InlinePass.options:
+        assert f"| `{option}` |" in doc, option

@@ -33,8 +33,9 @@ def _close(actual: list[torch.Tensor], expected: list[torch.Tensor], where: str)
     assert len(actual) == len(expected), where
     for k, (a, e) in enumerate(zip(actual, expected)):
         assert a.dtype == e.dtype, f"{where}: result #{k} dtype {a.dtype} != {e.dtype}"
+        context = f"{where}, result #{k}"
         torch.testing.assert_close(
-            a, e, rtol=1e-4, atol=1e-5, equal_nan=True, msg=lambda m: f"{where}, result #{k}: {m}"
+            a, e, rtol=1e-4, atol=1e-5, equal_nan=True, msg=lambda m, c=context: f"{c}: {m}"
         )
 
 
