@@ -333,8 +333,8 @@ reads its input twice and one of its own values twice, so values have several us
 inlining keeps several buffers realized (a pure single-user chain inlines into one node and leaves
 nothing to plan). {lowered_note}
 
-The example programs under `examples/` are lowered by the real pipeline (rows appear once the
-lowering passes are implemented); `transformer_encoder_layer` is the imported PyTorch layer.
+The example programs under `examples/` are lowered by the real pipeline;
+`transformer_encoder_layer` is the imported PyTorch layer.
 
 What the figures show:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -24,4 +25,11 @@ def run_main(main: Callable[[], int]) -> NoReturn:
         code = 130
     except BrokenPipeError:
         code = 0
-    sys.exit(code)
+    # Skip the interpreter's teardown: freeing a large program object by object takes seconds
+    # (2 s after a 10,000-op pipeline) and there is nothing left to clean up.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass
+    os._exit(code)
