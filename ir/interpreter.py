@@ -356,7 +356,11 @@ class _Run:
         for a, _k, d, actual in pending:
             unbound = [s for s in d.free_symbols if s not in self.sizes]
             if len(unbound) == 1:
-                sols = [s for s in sympy.solve(sympy.Eq(d, actual), unbound[0]) if s.is_Integer]
+                try:
+                    roots = sympy.solve(sympy.Eq(d, actual), unbound[0])
+                except (NotImplementedError, ValueError, TypeError):
+                    roots = []  # e.g. floordiv(s0, 2): left unbound, reported below
+                sols = [s for s in roots if s.is_Integer]
                 if len(sols) == 1:
                     self._bind(unbound[0], int(sols[0]), a)
         for a, x in zip(g.args, inputs):

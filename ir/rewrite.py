@@ -83,4 +83,20 @@ def remove_dead_nodes(g: Graph) -> int:
         for v in n.operand_values():
             live.add(id(v))
     g.nodes = list(reversed(kept))
+    if removed:
+        drop_stale_analyses(g)
     return removed
+
+
+# annotations that describe the whole graph as it was: a removed or merged node makes them wrong
+_PLAN_KEYS = ("reuses", "inplace", "frees")
+
+
+def drop_stale_analyses(g: Graph) -> None:
+    """Forget dependencies and the memory plan after an edit that removes or merges nodes; they
+    name nodes that may be gone (run ``deps`` and ``plan-memory`` again). ``realized`` stays:
+    it describes each node alone."""
+    for n in g.nodes:
+        n.deps = None
+        if any(k in n.attrs for k in _PLAN_KEYS):
+            n.attrs = {k: v for k, v in n.attrs.items() if k not in _PLAN_KEYS}

@@ -4,11 +4,22 @@ Loop nodes compare by their printed body. Extern calls are kept unless marked ``
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from fir.ir.graph import ExternNode, Graph, Literal, LoopNode, Module, Node, TensorOp, Value
+from fir.ir.graph import (
+    ANNOTATION_KEYS,
+    ExternNode,
+    Graph,
+    Literal,
+    LoopNode,
+    Module,
+    Node,
+    TensorOp,
+    Value,
+)
 from fir.ir.printer import attr_value_str, print_node
-from fir.ir.rewrite import is_pure, substitute_operands, substitute_outputs
+from fir.ir.rewrite import drop_stale_analyses, is_pure, substitute_operands, substitute_outputs
 
 from .base import Pass
 
@@ -41,6 +52,8 @@ class CSEPass(Pass):
             merged += 1
         g.nodes = kept
         substitute_outputs(g, subst)
+        if merged:
+            drop_stale_analyses(g)
         return merged
 
 
@@ -60,8 +73,12 @@ def _key(n: Node) -> Any:
         kwargs = tuple((k, _value_key(v)) for k, v in n.kwargs.items())
         return ("extern", n.callee, args, kwargs, attrs, types)
     if isinstance(n, LoopNode):
+        # compare what the node computes, not what passes noted about it (deps, memory plan)
+        plain = dataclasses.replace(
+            n, deps=None, attrs={k: v for k, v in n.attrs.items() if k not in ANNOTATION_KEYS}
+        )
         lines: list[str] = []
-        print_node(n, lines, "")
+        print_node(plain, lines, "")
         # the header names the results; the body names buffers by name, which are unique
         body = "\n".join(lines[1:])
         header = lines[0].split(" = ", 1)[1]
