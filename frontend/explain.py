@@ -21,7 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-KERNELS_PENDING = "kernel count and fusion summary: not available until the fuse pass exists"
+# the pipeline fir.explain compiles with unless told otherwise: down to fused kernels
+EXPLAIN_PIPELINE = "fusion"
+KERNELS_UNKNOWN = (
+    "kernel count: not known, the pipeline stops before loop level (compile with "
+    "options={'pipeline': 'fusion'})"
+)
 
 
 @dataclass
@@ -44,7 +49,7 @@ class Explanation:
     fallbacks: Counter[str] = field(default_factory=Counter)  # aten op → count, run by PyTorch
     fallback_reasons: dict[str, str] = field(default_factory=dict)
     graphs_run_by_pytorch: list[str] = field(default_factory=list)  # why FIR refused a graph
-    kernel_count: int | None = None  # filled in once the fuse pass exists
+    kernel_count: int | None = None  # None when the pipeline stops at tensor level
     fusion_summary: str | None = None
 
     @property
@@ -71,7 +76,7 @@ class Explanation:
         for why in self.graphs_run_by_pytorch:
             lines.append(f"graph run by PyTorch: {why}")
         if self.kernel_count is None:
-            lines.append(KERNELS_PENDING)
+            lines.append(KERNELS_UNKNOWN)
         else:
             lines.append(f"kernels: {self.kernel_count}")
             if self.fusion_summary:
@@ -106,6 +111,7 @@ def explain_call(
     from . import backend as fir_backend
 
     kwargs = kwargs or {}
+    options = {"pipeline": EXPLAIN_PIPELINE, **(options or {})}
     dynamo = torch._dynamo.explain(fn)(*args, **kwargs)
     breaks = [_graph_break(r) for r in dynamo.break_reasons]
 
@@ -135,7 +141,33 @@ def explain_call(
         ex.fallbacks.update(g.report.fallbacks)
         for k, v in g.report.reasons.items():
             ex.fallback_reasons.setdefault(k, v)
+    ex.kernel_count, ex.fusion_summary = _kernel_figures([g.module for g in graphs])
     return ex
+
+
+def _kernel_figures(modules: list[Any]) -> tuple[int | None, str | None]:
+    """Kernels the compiled graphs launch (fused groups and loop nodes in none) and a line on
+    how they came about; (None, None) when a graph is still at tensor level."""
+    from fir.ir.graph import ExternNode, LoopNode, TensorOp
+    from fir.ir.kernels import kernel_count
+
+    kernels = loops = externs = groups = 0
+    for m in modules:
+        for f in m.funcs:
+            if any(isinstance(n, TensorOp) for n in f.nodes):
+                return None, None
+            kernels += kernel_count(f)
+            loops += sum(1 for n in f.nodes if isinstance(n, LoopNode))
+            externs += sum(1 for n in f.nodes if isinstance(n, ExternNode))
+            groups += len(f.kernels)
+    return kernels, (
+        f"fusion: {_count(loops, 'loop node')} -> {_count(kernels, 'kernel')} "
+        f"({_count(groups, 'fused group')}); {_count(externs, 'extern call')}"
+    )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:

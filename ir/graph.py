@@ -6,8 +6,9 @@
   :class:`Body` computes one element from loads at index expressions.
 
 One graph may hold both levels while a pass moves ops from one to the other. Fields that later
-passes fill in (fusion groups, loop orders, memory plans) live in each node's ``attrs``; the
-dependencies computed by the ``deps`` pass live in ``Node.deps`` (see :mod:`fir.ir.deps`).
+passes fill in (loop orders, memory plans) live in each node's ``attrs``; the dependencies
+computed by the ``deps`` pass live in ``Node.deps`` (see :mod:`fir.ir.deps`); fusion groups
+(:class:`Kernel`) live in ``Graph.kernels``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ ANNOTATION_KEYS = frozenset(
         "inplace",  # plan-memory: writes into the storage of this input, element for element
         "frees",  # plan-memory: buffers whose last use is this node
         "mutates",  # extern calls: positional arguments written in place (``mutates = [0]``)
+        "nofuse",  # fuse: never fuse this node (``true``) or never with these nodes (``[%a]``)
     }
 )
 # Attribute values: numbers, bools, strings, none, dtypes, symbolic sizes and lists of them.
@@ -238,6 +240,32 @@ class LoopNode(Node):
 
 
 @dataclass(eq=False)
+class Kernel:
+    """A fusion group: loop nodes that run as one kernel (``kernel @k0 over (32; 64) { … }``).
+
+    ``nodes`` are the members in the order they run; they stand one after the other in
+    :attr:`Graph.nodes`. ``local`` are member results that are never written to memory: only
+    members read them and the function does not return them. ``over`` is the iteration space
+    as the text declares it (``(numel, rnumel)``, ``rnumel`` None for a pointwise kernel), or
+    None when it was not written; the printer always prints the computed one
+    (:func:`fir.ir.kernels.kernel_space`).
+    """
+
+    name: str
+    nodes: list[Node] = field(default_factory=list)
+    local: list[Value] = field(default_factory=list)
+    attrs: dict[str, AttrValue] = field(default_factory=dict)
+    over: tuple[Dim, Dim | None] | None = None
+    loc: Location | None = field(default=None, repr=False)
+    # where each name of ``local`` was written (parsed text only)
+    local_locs: list[Location] = field(default_factory=list, repr=False)
+
+    @property
+    def first(self) -> Node:
+        return self.nodes[0]
+
+
+@dataclass(eq=False)
 class Graph:
     """A function: typed arguments, nodes in program order, returned values."""
 
@@ -249,6 +277,12 @@ class Graph:
     attrs: dict[str, AttrValue] = field(default_factory=dict)
     loc: Location | None = field(default=None, repr=False)
     return_loc: Location | None = field(default=None, repr=False)
+    # fusion groups (``fuse``, or written by hand); their members are among ``nodes``
+    kernels: list[Kernel] = field(default_factory=list)
+
+    def kernel_of(self) -> dict[int, Kernel]:
+        """Map ``id(node)`` to the kernel it belongs to (nodes of no kernel are absent)."""
+        return {id(n): k for k in self.kernels for n in k.nodes}
 
     def values(self) -> Iterator[Value]:
         yield from self.args

@@ -387,8 +387,16 @@ class _Run:
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         self.bind_inputs(inputs)
+        # a kernel runs as one unit: its members in order, then its local buffers are gone
+        # (they never reach memory; the verifier checks that nothing outside reads them)
+        local_after: dict[int, list[Value]] = {
+            id(k.nodes[-1]): k.local for k in self.graph.kernels if k.local and k.nodes
+        }
         for node in self.graph.nodes:
             self.run_node(node)
+            for v in local_after.get(id(node), ()):
+                self.values.pop(v, None)
+                self.storages.pop(v, None)
         outs = []
         input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if x.numel()}
         for v in self.graph.outputs:

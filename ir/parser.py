@@ -31,6 +31,7 @@ from .graph import (
     BodyValue,
     ExternNode,
     Graph,
+    Kernel,
     Literal,
     LoopNode,
     Module,
@@ -98,6 +99,10 @@ class _Builder(Transformer):
         self.in_deps = False
         self.dep_free: dict[str, list[Token]] = {}
         self.node_names: set[str] = set()
+        # the kernel block being read, and the names of `local` waiting for its members
+        self.kernel: Kernel | None = None
+        self.kernel_local: list[Token] = []
+        self.kernel_names: set[str] = set()
 
     # -- locations and errors
 
@@ -124,6 +129,7 @@ class _Builder(Transformer):
         tok = children[0]
         self.graph = Graph(name=tok[1:], loc=self.loc(tok))
         self.values = {}
+        self.kernel_names = set()
         self.size_symbols = {}
         self.declaring_sizes = True
         self.reset_deps()
@@ -295,6 +301,61 @@ class _Builder(Transformer):
         self.node_names.add(results[0].name)
         assert self.graph is not None
         self.graph.nodes.append(node)
+        if self.kernel is not None:
+            self.kernel.nodes.append(node)
+
+    # -- kernels
+
+    def kernel_head(self, children: list[Any]) -> Kernel:
+        kw, name_tok, over, local, attrs = children
+        name = str(name_tok)[1:]
+        if name in self.kernel_names:
+            raise self.error(name_tok, f"redefinition of kernel @{name}")
+        self.kernel_names.add(name)
+        if over is not None:
+            over = (
+                self.as_size(over[0], name_tok, "a kernel's number of elements"),
+                None if over[1] is None else self.as_size(over[1], name_tok, "a kernel's reduction size"),
+            )
+        k = Kernel(name, loc=self.loc(kw), over=over, attrs=dict(attrs) if attrs else {})
+        self.kernel = k
+        self.kernel_local = local or []
+        return k
+
+    def kernel_over(self, children: list[Any]) -> tuple[Any, Any]:
+        return children[0], children[2] if len(children) > 2 else None
+
+    def kernel_local(self, children: list[Any]) -> list[Token]:
+        toks = [c for c in children[1:] if c is not None]
+        seen: set[str] = set()
+        for t in toks:
+            if str(t) in seen:
+                raise self.error(t, f"'{t}' is listed twice")
+            seen.add(str(t))
+        return toks
+
+    def kernel_attrs(self, children: list[Any]) -> _Attrs:
+        return children[0]
+
+    def kernel(self, children: list[Any]) -> None:
+        k = children[0]
+        assert isinstance(k, Kernel) and self.graph is not None
+        results = {r.name: r for n in k.nodes for r in n.results}
+        for tok in self.kernel_local:
+            name = str(tok)[1:]
+            v = results.get(name)
+            if v is None:
+                where = "defined before" if name in self.values else "not defined in"
+                raise self.error(
+                    tok,
+                    f"local %{name} is not a result of a node of kernel @{k.name} (it is {where} "
+                    "the kernel)",
+                )
+            k.local.append(v)
+            k.local_locs.append(self.loc(tok))
+        self.graph.kernels.append(k)
+        self.kernel = None
+        self.kernel_local = []
 
     def tensor_op(self, children: list[Any]) -> TensorOp:
         self.declaring_sizes = False
@@ -412,6 +473,7 @@ class _Builder(Transformer):
             body=body,
         )
         node._types = types  # type: ignore[attr-defined]
+        node._attr_locs = {k: self.loc(t) for k, t in getattr(attrs, "locs", {}).items()}  # type: ignore[attr-defined]
         self.in_body = False
         self.loop_vars = {}
         return node

@@ -11,6 +11,7 @@ from .graph import (
     BodyValue,
     ExternNode,
     Graph,
+    Kernel,
     Literal,
     LoopNode,
     Module,
@@ -36,14 +37,51 @@ def print_graph(g: Graph) -> str:
     if g.attrs:
         head += f" attributes {attr_dict_str(g.attrs)}"
     out.append(head + " {")
-    for n in g.nodes:
-        print_node(n, out, INDENT)
+    if g.kernels:
+        _print_nodes_with_kernels(g, out)
+    else:
+        for n in g.nodes:
+            print_node(n, out, INDENT)
     ret = "return"
     if g.outputs:
         ret += " " + ", ".join("%" + v.name for v in g.outputs)
     out.append(INDENT + ret)
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _print_nodes_with_kernels(g: Graph, out: list[str]) -> None:
+    kernel_of = g.kernel_of()
+    printed: set[int] = set()
+    for n in g.nodes:
+        k = kernel_of.get(id(n))
+        if k is None:
+            print_node(n, out, INDENT)
+            continue
+        if id(k) in printed:
+            continue
+        printed.add(id(k))
+        out.append(INDENT + kernel_head_str(k) + " {")
+        for m in k.nodes:
+            print_node(m, out, INDENT + INDENT)
+        out.append(INDENT + "}")
+
+
+def kernel_head_str(k: Kernel) -> str:
+    """``kernel @k0 over (32; 64) local (%t) attributes {…}``: the space printed is the one the
+    members run over (the declared one when they have none)."""
+    from .kernels import describe_over, kernel_space, over_of
+
+    info, _, _ = kernel_space(k)
+    over = over_of(info) if info is not None else k.over
+    text = f"kernel @{k.name}"
+    if over is not None:
+        text += f" over {describe_over(over)}"
+    if k.local:
+        text += " local (" + ", ".join("%" + v.name for v in k.local) + ")"
+    if k.attrs:
+        text += f" attributes {attr_dict_str(k.attrs)}"
+    return text
 
 
 def print_node(n: Node, out: list[str], indent: str) -> None:

@@ -95,8 +95,39 @@ _PLAN_KEYS = ("reuses", "inplace", "frees")
 def drop_stale_analyses(g: Graph) -> None:
     """Forget dependencies and the memory plan after an edit that removes or merges nodes; they
     name nodes that may be gone (run ``deps`` and ``plan-memory`` again). ``realized`` stays:
-    it describes each node alone."""
+    it describes each node alone. Kernels lose the members that are gone
+    (:func:`prune_kernels`)."""
     for n in g.nodes:
         n.deps = None
         if any(k in n.attrs for k in _PLAN_KEYS):
             n.attrs = {k: v for k, v in n.attrs.items() if k not in _PLAN_KEYS}
+    prune_kernels(g)
+
+
+def prune_kernels(g: Graph) -> None:
+    """Bring the kernels up to date after nodes were removed or merged: members that are gone
+    leave, an empty kernel goes, and a local buffer that is gone, returned or now read outside
+    its kernel is local no more. Removing nodes keeps the rest of a kernel together and legal."""
+    if not g.kernels:
+        return
+    present = {id(n) for n in g.nodes}
+    outputs = {id(v) for v in g.outputs}
+    readers = g.users()
+    kept = []
+    for k in g.kernels:
+        k.nodes = [n for n in k.nodes if id(n) in present]
+        if not k.nodes:
+            continue
+        members = {id(n) for n in k.nodes}
+        results = {id(r) for n in k.nodes for r in n.results}
+        local = [
+            v
+            for v in k.local
+            if id(v) in results
+            and id(v) not in outputs
+            and all(id(u) in members for u in readers.get(id(v), []))
+        ]
+        if len(local) != len(k.local):
+            k.local, k.local_locs = local, []
+        kept.append(k)
+    g.kernels = kept

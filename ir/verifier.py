@@ -151,6 +151,11 @@ class _GraphVerifier:
         for pos, n in enumerate(g.nodes):
             if n.deps is not None and n.deps.users is not None:
                 self.deps_users(n, pos)
+        for n in g.nodes:
+            if "nofuse" in n.attrs:
+                self.nofuse(n)
+        if g.kernels:
+            self.kernels()
         if len(g.outputs) != len(g.output_types):
             raise self.error(
                 f"function @{g.name} declares {len(g.output_types)} result(s) but returns {len(g.outputs)}",
@@ -347,6 +352,100 @@ class _GraphVerifier:
                 )
             if at <= pos:
                 raise self.error(f"user %{name} does not come after this node", loc, n)
+
+    # -- fusion: user control and kernels
+
+    def nofuse(self, n: Node) -> None:
+        """``nofuse = true`` (never fuse this node) or ``nofuse = [%a, …]`` (never in one kernel
+        with those nodes' results)."""
+        v = n.attrs["nofuse"]
+        loc = getattr(n, "_attr_locs", {}).get("nofuse", n.loc)
+        if isinstance(v, bool):
+            return
+        if isinstance(v, Value):
+            v = [v]
+        if not isinstance(v, list) or not all(isinstance(x, Value) for x in v):
+            raise self.error(
+                "'nofuse' must be true, false or a list of values (nodes this one must not share "
+                "a kernel with)",
+                loc,
+                n,
+            )
+        for x in v:
+            if x.owner is None:
+                raise self.error(
+                    f"'nofuse' names %{x.name}, a function argument; name a node's result", loc, n
+                )
+
+    def kernels(self) -> None:
+        from .kernels import describe_over, kernel_space, over_of, same_over
+
+        g = self.g
+        pos_of = {id(n): k for k, n in enumerate(g.nodes)}
+        owner: dict[int, str] = {}
+        names: set[str] = set()
+        outputs = {id(v) for v in g.outputs}
+        readers = g.users()
+        for k in g.kernels:
+            where = f"kernel @{k.name}"
+            if k.name in names:
+                raise self.error(f"redefinition of {where}", k.loc)
+            names.add(k.name)
+            if not k.nodes:
+                raise self.error(f"{where} has no nodes", k.loc)
+            start = pos_of.get(id(k.nodes[0]))
+            for j, n in enumerate(k.nodes):
+                at = pos_of.get(id(n))
+                if at is None:
+                    raise self.error(f"{where} holds {n.describe()}, which is not in @{g.name}", k.loc)
+                if id(n) in owner:
+                    raise self.error(
+                        f"{n.describe()} is in two kernels (@{owner[id(n)]} and @{k.name})", n.loc, n
+                    )
+                owner[id(n)] = k.name
+                if start is None or at != start + j:
+                    raise self.error(
+                        f"the nodes of {where} must stand together, in the order they run", n.loc, n
+                    )
+                if not isinstance(n, LoopNode):
+                    what = "an extern call" if isinstance(n, ExternNode) else "a tensor-level op"
+                    raise self.error(
+                        f"{where}: {n.describe()} is {what}; only loop nodes run in a kernel",
+                        n.loc,
+                        n,
+                    )
+            info, bad, why = kernel_space(k)
+            if info is None:
+                assert bad is not None
+                raise self.error(
+                    f"{where}: {bad.describe()} cannot run in one kernel with the nodes before it: "
+                    f"incompatible iteration spaces: {why}",
+                    bad.loc,
+                    bad,
+                )
+            if k.over is not None and not same_over(k.over, over_of(info)):
+                raise self.error(
+                    f"{where} declares over {describe_over(k.over)}, but its nodes run over "
+                    f"{describe_over(over_of(info))}",
+                    k.loc,
+                )
+            members = {id(n) for n in k.nodes}
+            results = {id(r) for n in k.nodes for r in n.results}
+            for j, v in enumerate(k.local):
+                loc = k.local_locs[j] if j < len(k.local_locs) else k.loc
+                if id(v) not in results:
+                    raise self.error(f"local %{v.name} is not a result of a node of {where}", loc)
+                if id(v) in outputs:
+                    raise self.error(
+                        f"%{v.name} cannot be local to {where}: the function returns it", loc
+                    )
+                outside = [u for u in readers.get(id(v), []) if id(u) not in members]
+                if outside:
+                    raise self.error(
+                        f"%{v.name} cannot be local to {where}: {outside[0].describe()}, outside "
+                        "the kernel, reads it",
+                        loc,
+                    )
 
     # -- loop level
 

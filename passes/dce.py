@@ -19,7 +19,7 @@ from typing import Any
 from fir.ir.deps import WeakDep
 from fir.ir.errors import FirError
 from fir.ir.graph import Graph, Module, Node, Value
-from fir.ir.rewrite import is_pure
+from fir.ir.rewrite import is_pure, prune_kernels
 
 from .base import Pass
 from .deps import mutated_values, mutation_deps, node_links, predecessors, topological_order
@@ -48,10 +48,15 @@ def eliminate_dead_nodes(g: Graph) -> tuple[int, int]:
         g.nodes = [n for n in g.nodes if id(n) in live]
         for n in g.nodes:
             _forget_removed_values(n, gone)
+    if removed:
+        prune_kernels(g)
     weak = _weak_deps(g)
     preds = predecessors(g, weak, operands)
     try:
-        order = topological_order(preds, [n.results[0].name for n in g.nodes])
+        if g.kernels:
+            order = _order_with_kernels(g, preds)
+        else:
+            order = topological_order(preds, [n.results[0].name for n in g.nodes])
     except FirError as e:
         raise FirError(f"in @{g.name}: {e.message}", g.loc) from None
     moved = sum(1 for k, pos in enumerate(order) if k != pos)
@@ -62,6 +67,36 @@ def eliminate_dead_nodes(g: Graph) -> tuple[int, int]:
     if any(n.deps is not None for n in g.nodes):
         _relink_recorded_deps(g, weak, preds)
     return removed, moved
+
+
+def _order_with_kernels(g: Graph, preds: list[list[int]]) -> list[int]:
+    """A topological order in which each kernel's members stay together, in their order: the
+    kernels and the nodes of no kernel are ordered as units."""
+    kernel_of = g.kernel_of()
+    units: list[list[int]] = []
+    unit_index: dict[Any, int] = {}
+    unit_of: list[int] = []
+    names: list[str] = []
+    for pos, n in enumerate(g.nodes):
+        k = kernel_of.get(id(n))
+        key: Any = id(k) if k is not None else ("node", pos)
+        if key not in unit_index:
+            unit_index[key] = len(units)
+            units.append([])
+            names.append(n.results[0].name if k is None else f"kernel @{k.name}")
+        units[unit_index[key]].append(pos)
+        unit_of.append(unit_index[key])
+    unit_preds: list[list[int]] = [[] for _ in units]
+    for pos, ps in enumerate(preds):
+        u = unit_of[pos]
+        for p in ps:
+            if unit_of[p] != u and unit_of[p] not in unit_preds[u]:
+                unit_preds[u].append(unit_of[p])
+    for k in g.kernels:
+        members = units[unit_index[id(k)]]
+        order_in = {id(n): j for j, n in enumerate(k.nodes)}
+        members.sort(key=lambda pos: order_in[id(g.nodes[pos])])
+    return [pos for u in topological_order(unit_preds, names) for pos in units[u]]
 
 
 def _keeps_itself(n: Node) -> bool:

@@ -347,7 +347,9 @@ _PLAN_KEYS = ("reuses", "inplace", "frees")
 
 def _drop_stale_analyses(g: Graph) -> None:
     """Inlining removes nodes and changes what the others read, so dependencies (``deps``) and
-    memory plans computed earlier no longer hold (and may name removed nodes): drop them."""
+    memory plans computed earlier no longer hold (and may name removed nodes): drop them. So do
+    kernels: a member's new body may read what another member writes at another element."""
+    g.kernels = []
     for n in g.nodes:
         if getattr(n, "deps", None) is not None:
             n.deps = None  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ from typing import Any
 
 from fir.ir.errors import FirError, Location
 from fir.ir.graph import ExternNode, Graph, LoopNode, Node, Value
+from fir.ir.kernels import Step, steps
 from fir.ir.types import Dim, TensorType
 
 DEFAULT_DEVICE = "cpu"
@@ -88,6 +89,35 @@ def last_readers(g: Graph, reads: list[list[Value]] | None = None) -> dict[int, 
     """``id(value)`` → position of the last node that reads it."""
     last: dict[int, int] = {}
     for k, values in enumerate(node_reads(g) if reads is None else reads):
+        for v in values:
+            last[id(v)] = k
+    return last
+
+
+def step_reads(g: Graph, all_steps: list[Step], reads: list[list[Value]]) -> list[list[Value]]:
+    """For each step, the values its nodes read that the step does not compute itself, each
+    once, in the order first read (a node in no kernel: its own reads)."""
+    out: list[list[Value]] = []
+    for st in all_steps:
+        if st.kernel is None:
+            out.append(reads[st.first])
+            continue
+        inside = {id(r) for n in st.nodes for r in n.results}
+        seen: set[int] = set()
+        vals: list[Value] = []
+        for pos in range(st.first, st.last + 1):
+            for v in reads[pos]:
+                if id(v) not in inside and id(v) not in seen:
+                    seen.add(id(v))
+                    vals.append(v)
+        out.append(vals)
+    return out
+
+
+def last_reader_steps(sreads: list[list[Value]]) -> dict[int, int]:
+    """``id(value)`` → index of the last step that reads it."""
+    last: dict[int, int] = {}
+    for k, values in enumerate(sreads):
         for v in values:
             last[id(v)] = k
     return last
@@ -246,18 +276,21 @@ class _Storage:
 
 
 class _Walk:
-    """One pass over the nodes in program order under a policy: ``keep`` (never free),
-    ``last-use`` (free after the last reader, no reuse, no in-place) or ``planned``."""
+    """One pass over the steps (a kernel, or a node in no kernel) in program order under a
+    policy: ``keep`` (never free), ``last-use`` (free after the last reader, no reuse, no
+    in-place) or ``planned``. A kernel's local buffers take no storage; what its nodes free is
+    released when the whole kernel is done."""
 
     def __init__(self, g: Graph, policy: str, reads: list[list[Value]] | None = None) -> None:
         self.g = g
         self.policy = policy
-        self.reads = node_reads(g) if reads is None else reads
+        self.steps = steps(g)
+        self.sreads = step_reads(g, self.steps, node_reads(g) if reads is None else reads)
         self.problems: list[tuple[str, Location | None]] = []
         self.storage_of: dict[int, _Storage] = {}
         self.outputs = {id(v) for v in g.outputs}
         self.args = {id(a) for a in g.args}
-        self.readers = last_readers(g, self.reads)
+        self.readers = last_reader_steps(self.sreads)
         self.live: Dim = 0
         self.peaks: list[Dim] = [0]
         self.allocations = 0
@@ -271,19 +304,23 @@ class _Walk:
         self.problems.append((f"{_names(n)}: {message}", n.loc))
 
     def run(self) -> Footprint:
-        for k, n in enumerate(self.g.nodes):
-            plan = node_plan(n) if self.policy == "planned" else NodePlan()
-            if len(plan.reuses) > len(n.results):
-                self.problem(
-                    n, f"'reuses' has {len(plan.reuses)} entries for {len(n.results)} results"
-                )
-            inputs = self.reads[k]
+        for k, st in enumerate(self.steps):
+            plans = [node_plan(n) if self.policy == "planned" else NodePlan() for n in st.nodes]
+            for n, plan in zip(st.nodes, plans):
+                if len(plan.reuses) > len(n.results):
+                    self.problem(
+                        n, f"'reuses' has {len(plan.reuses)} entries for {len(n.results)} results"
+                    )
+            inputs = self.sreads[k]
             for v in inputs:
-                self.check_intact(n, v, "reads")
-            for j, r in enumerate(n.results):
-                self.allocate(k, n, j, r, plan)
+                self.check_intact(_reader(st, v), v, "reads")
+            local = st.local_ids()
+            for n, plan in zip(st.nodes, plans):
+                for j, r in enumerate(n.results):
+                    if id(r) not in local:
+                        self.allocate(st, n, j, r, plan)
             self.peaks.append(self.live)
-            for v in self.released_after(k, n, inputs, plan):
+            for n, v in self.released_after(k, st, inputs, plans):
                 self.release(k, n, v)
         for v in self.g.outputs:
             st = self.storage_of.get(id(v))
@@ -305,13 +342,13 @@ class _Walk:
             self.problem(n, f"{verb} %{v.name}, whose storage now holds %{st.occupant.name}")
         return False
 
-    def allocate(self, k: int, n: Node, j: int, r: Value, plan: NodePlan) -> None:
+    def allocate(self, step: Step, n: Node, j: int, r: Value, plan: NodePlan) -> None:
         g = self.g
         key = reuse_key(g, n, r.type)
-        if j == 0 and plan.inplace is not None and self.take_inplace(n, r, plan.inplace):
+        if j == 0 and plan.inplace is not None and self.take_inplace(step, n, r, plan.inplace):
             return
         donor = plan.reuses[j] if j < len(plan.reuses) else None
-        if donor is not None and self.take_reused(k, n, r, donor, key):
+        if donor is not None and self.take_reused(n, r, donor, key):
             return
         st = _Storage(key[2], key, False, r)
         self.storage_of[id(r)] = st
@@ -319,11 +356,13 @@ class _Walk:
         self.allocated = _add(self.allocated, st.nbytes)
         self.live = _add(self.live, st.nbytes)
 
-    def take_inplace(self, n: Node, r: Value, v: Any) -> bool:
+    def take_inplace(self, step: Step, n: Node, r: Value, v: Any) -> bool:
         if not isinstance(v, Value) or id(v) not in self.storage_of:
             self.problem(n, "'inplace' must name an earlier value")
             return False
         why = inplace_blocker(self.g, n, v)
+        if why is None:
+            why = kernel_inplace_blocker(step, n, v)
         if why is not None:
             self.problem(n, f"cannot compute in place of %{v.name}: {why}")
             return False
@@ -337,7 +376,7 @@ class _Walk:
         self.storage_of[id(r)] = st
         return True
 
-    def take_reused(self, k: int, n: Node, r: Value, d: Any, key: tuple[str, str, Dim]) -> bool:
+    def take_reused(self, n: Node, r: Value, d: Any, key: tuple[str, str, Dim]) -> bool:
         if not isinstance(d, Value) or id(d) not in self.storage_of:
             self.problem(n, "'reuses' must name an earlier value")
             return False
@@ -364,22 +403,31 @@ class _Walk:
         self.live = _add(self.live, st.nbytes)
         return True
 
-    def released_after(self, k: int, n: Node, inputs: list[Value], plan: NodePlan) -> list[Value]:
+    def released_after(
+        self, k: int, step: Step, inputs: list[Value], plans: list[NodePlan]
+    ) -> list[tuple[Node, Any]]:
         if self.policy == "keep":
             return []
-        out: list[Value] = []
+        out: list[tuple[Node, Any]] = []
+        last = step.nodes[-1]
         if self.policy == "planned":
-            out += plan.frees
+            out += [(n, v) for n, plan in zip(step.nodes, plans) for v in plan.frees]
         else:
             out += [
-                v
+                (last, v)
                 for v in inputs
                 if self.readers.get(id(v)) == k
                 and id(v) not in self.outputs
                 and id(v) not in self.args
             ]
-        # results nothing reads die with their node (no attribute can name them)
-        out += [r for r in n.results if id(r) not in self.readers and id(r) not in self.outputs]
+        # results no later step reads die with their step (no attribute can name them)
+        local = step.local_ids()
+        out += [
+            (n, r)
+            for n in step.nodes
+            for r in n.results
+            if id(r) not in self.readers and id(r) not in self.outputs and id(r) not in local
+        ]
         return out
 
     def release(self, k: int, n: Node, v: Any) -> None:
@@ -398,6 +446,28 @@ class _Walk:
         st.occupant = None
         if not st.caller_owned:
             self.live = _sub(self.live, st.nbytes)
+
+
+def _reader(step: Step, v: Value) -> Node:
+    """The first node of ``step`` that reads ``v`` (for messages)."""
+    for n in step.nodes:
+        if any(u is v for u in n.operand_values()):
+            return n
+    return step.nodes[0]
+
+
+def kernel_inplace_blocker(step: Step, n: Node, v: Value) -> str | None:
+    """Inside a kernel, ``n`` may write over ``v`` only when no other member reads ``v``: the
+    members run interleaved, element by element, so another reader could see ``n``'s result in
+    place of ``v``'s element. A local result has no storage to write into."""
+    if step.kernel is None:
+        return None
+    if any(r is n.results[0] for r in step.kernel.local):
+        return f"%{n.results[0].name} is local to kernel @{step.kernel.name}"
+    for m in step.nodes:
+        if m is not n and any(u is v for u in m.operand_values()):
+            return f"%{m.results[0].name}, in the same kernel, reads %{v.name} too"
+    return None
 
 
 def footprint(g: Graph, policy: str, reads: list[list[Value]] | None = None) -> Footprint:

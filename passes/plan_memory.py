@@ -24,15 +24,18 @@ from __future__ import annotations
 from typing import Any
 
 from fir.ir.graph import Graph, LoopNode, Module, Node, Value
+from fir.ir.kernels import Step, steps
 
 from .base import Option, Pass
 from .memory import (
     PLAN_KEYS,
     footprint,
     inplace_blocker,
-    last_readers,
+    kernel_inplace_blocker,
+    last_reader_steps,
     node_reads,
     reuse_key,
+    step_reads,
 )
 
 
@@ -88,13 +91,19 @@ def plan_graph(
     reads: list[list[Value]] | None = None,
 ) -> dict[str, int]:
     """Write the plan annotations of ``g``; return how many buffers were freed, reused, in place.
-    ``reads``: :func:`~fir.passes.memory.node_reads` of ``g`` when the caller has it already."""
+    ``reads``: :func:`~fir.passes.memory.node_reads` of ``g`` when the caller has it already.
+
+    A kernel is planned as one step: its local buffers get no storage, what it is the last
+    reader of is freed after its last node (``frees`` goes there), and a node of it writes in
+    place only over an input no other node of the kernel reads."""
     for n in g.nodes:
         for key in PLAN_KEYS:
             n.attrs.pop(key, None)
     if reads is None:
         reads = node_reads(g)
-    readers = last_readers(g, reads)
+    all_steps = steps(g)
+    sreads = step_reads(g, all_steps, reads)
+    readers = last_reader_steps(sreads)
     outputs = {id(v) for v in g.outputs}
     args = {id(a) for a in g.args}
     # storages that belong to the caller: arguments, and results written in place over them
@@ -102,48 +111,64 @@ def plan_graph(
     pool: dict[Any, list[Value]] = {}  # reuse key -> values whose storage is free, oldest first
     counts = {"freed": 0, "reused": 0, "inplace": 0}
 
-    for k, n in enumerate(g.nodes):
-        inputs = reads[k]
+    for k, st in enumerate(all_steps):
+        inputs = sreads[k]
+        local = st.local_ids()
         dying = [v for v in inputs if readers.get(id(v)) == k and id(v) not in outputs]
         taken: Value | None = None
+        writer: Node | None = None
         if inplace:
-            taken = _pick_inplace(g, n, dying, args, inplace_args)
-        reuses: list[Value | None] = []
-        if reuse and isinstance(n, LoopNode):
-            for j, r in enumerate(n.results):
-                free = pool.get(reuse_key(g, n, r.type))
-                reuses.append(None if (j == 0 and taken is not None) or not free else free.pop())
+            for n in st.nodes:
+                if id(n.results[0]) in local:
+                    continue
+                taken = _pick_inplace(g, st, n, dying, args, inplace_args)
+                if taken is not None:
+                    writer = n
+                    break
+        for n in st.nodes:
+            reuses: list[Value | None] = []
+            if reuse and isinstance(n, LoopNode):
+                for j, r in enumerate(n.results):
+                    if id(r) in local or (j == 0 and n is writer):
+                        reuses.append(None)
+                        continue
+                    free = pool.get(reuse_key(g, n, r.type))
+                    reuses.append(free.pop() if free else None)
+            if n is writer:
+                n.attrs["inplace"] = taken
+                counts["inplace"] += 1
+                if id(taken) in caller_storage:
+                    caller_storage.add(id(n.result))
+            if any(d is not None for d in reuses):
+                n.attrs["reuses"] = reuses[0] if len(reuses) == 1 else reuses
+                counts["reused"] += sum(d is not None for d in reuses)
         frees = [v for v in dying if id(v) not in args and v is not taken]
-
-        if taken is not None:
-            n.attrs["inplace"] = taken
-            counts["inplace"] += 1
-            if id(taken) in caller_storage:
-                caller_storage.add(id(n.result))
-        if any(d is not None for d in reuses):
-            n.attrs["reuses"] = reuses[0] if len(reuses) == 1 else reuses
-            counts["reused"] += sum(d is not None for d in reuses)
         if frees:
-            n.attrs["frees"] = frees
+            st.nodes[-1].attrs["frees"] = frees
             counts["freed"] += len(frees)
 
-        # released after this node, so offered from the next node on; a result nothing reads too
-        dead = [r for r in n.results if id(r) not in readers and id(r) not in outputs]
+        # released after this step, so offered from the next step on; a result nothing reads too
+        dead = [
+            r
+            for n in st.nodes
+            for r in n.results
+            if id(r) not in readers and id(r) not in outputs and id(r) not in local
+        ]
         for v in frees + dead:
             if id(v) not in caller_storage:
-                owner = v.owner if v.owner is not None else n
+                owner = v.owner
                 pool.setdefault(reuse_key(g, owner, v.type), []).append(v)
     return counts
 
 
 def _pick_inplace(
-    g: Graph, n: Node, dying: list[Value], args: set[int], inplace_args: bool
+    g: Graph, st: Step, n: Node, dying: list[Value], args: set[int], inplace_args: bool
 ) -> Value | None:
     if not isinstance(n, LoopNode) or n.is_reduction:
         return None
     for v in dying:
         if id(v) in args and not inplace_args:
             continue
-        if inplace_blocker(g, n, v) is None:
+        if inplace_blocker(g, n, v) is None and kernel_inplace_blocker(st, n, v) is None:
             return v
     return None

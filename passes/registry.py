@@ -18,12 +18,14 @@ _PASSES: dict[str, str] = {
     "deps": "fir.passes.deps:DepsPass",
     "dce": "fir.passes.dce:DCEPass",
     "plan-memory": "fir.passes.plan_memory:PlanMemoryPass",
+    "fuse": "fir.passes.fuse:FusePass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline
 _PIPELINES: dict[str, str] = {
     "cleanup": "canonicalize,cse,canonicalize",
     "lowering": "decompose,lower,inline,deps,dce,plan-memory",
+    "fusion": "decompose,lower,inline,deps,dce,fuse,plan-memory",
 }
 
 _SUMMARIES: dict[str, str] = {}

@@ -56,6 +56,17 @@ def build_arg_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="report node counts, peak memory and pass statistics of each function (stderr)",
     )
+    p.add_argument(
+        "--fusion-report",
+        metavar="FILE.json",
+        help="write every candidate pair of every round of each 'fuse' pass, with scores and "
+        "decisions, and its summary, as JSON",
+    )
+    p.add_argument(
+        "--fusion-dot",
+        metavar="FILE.dot",
+        help="write the result's nodes and kernels (fusion groups) as a Graphviz graph",
+    )
     p.add_argument("--list-passes", action="store_true", help="list passes, options and pipelines")
     return p
 
@@ -110,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.print_ir_after:
             if not registry.is_pass(name):
                 raise FirError(f"--print-ir-after names unknown pass '{name}'")
+        fuse_passes = [p for p in pipeline.passes if p.name == "fuse"]
+        if args.fusion_report and not fuse_passes:
+            raise FirError("--fusion-report needs a 'fuse' pass in the pipeline")
+        for p in fuse_passes:
+            p.collect = bool(args.fusion_report)  # type: ignore[attr-defined]
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1
@@ -131,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.print_ir_after)
     chunks = split_chunks(text) if args.split_input_file else [(text, 0)]
     outputs: list[str] = []
+    final_modules: list[Any] = []
     failed = False
     timings: list[tuple[str, float]] = []
     for chunk, line_offset in chunks:
@@ -141,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             module = parse_module(chunk, name, line_offset)
             t1 = time.perf_counter()
             verify_module(module)
+            if any(f.kernels for f in module.funcs):
+                from fir.passes.fuse import check_kernels
+
+                check_kernels(module)  # hand-written kernels must be legal, not only well formed
             t2 = time.perf_counter()
             timings += [("parse", t1 - t0), ("verify", t2 - t1)]
 
@@ -162,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             outputs.append(print_module(module))
             timings.append(("print", time.perf_counter() - t3))
             sys.stderr.write(report)
+            final_modules.append(module)
         except FirError as e:
             print(e.render(), file=sys.stderr)
             failed = True
@@ -177,9 +199,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fir-opt: error: cannot write {args.output}: {e.strerror}", file=sys.stderr)
         return 1
 
+    if not write_fusion_files(args, pipeline, final_modules):
+        return 1
     if args.timing:
         sys.stderr.write(format_timing(timings))
     return 1 if failed else 0
+
+
+def write_fusion_files(args: argparse.Namespace, pipeline: Any, modules: list[Any]) -> bool:
+    """``--fusion-report`` (the reports of every ``fuse`` pass) and ``--fusion-dot`` (the
+    resulting kernels); False when a file cannot be written."""
+    jobs: list[tuple[str, Any]] = []
+    if args.fusion_report:
+        from fir.passes.fusion_report import reports_json
+
+        reports = [r for p in pipeline.passes if p.name == "fuse" for r in p.reports]
+        jobs.append((args.fusion_report, lambda: reports_json(reports)))
+    if args.fusion_dot:
+        from fir.ir.graph import Module
+        from fir.passes.fusion_report import module_dot
+
+        merged = Module([f for m in modules for f in m.funcs])
+        jobs.append((args.fusion_dot, lambda: module_dot(merged)))
+    for path, make in jobs:
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(make())
+        except OSError as e:
+            print(f"fir-opt: error: cannot write {path}: {e.strerror}", file=sys.stderr)
+            return False
+    return True
 
 
 def format_timing(timings: list[tuple[str, float]]) -> str:
