@@ -270,17 +270,31 @@ def run_module(
     return run_graph(graph, inputs)
 
 
-def run_graph(graph: Graph, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Run ``graph`` on logical input tensors and return its outputs as logical tensors."""
-    return _Run(graph).run(inputs)
+def run_graph(
+    graph: Graph, inputs: Sequence[torch.Tensor], kernels: str = "sequential"
+) -> list[torch.Tensor]:
+    """Run ``graph`` on logical input tensors and return its outputs as logical tensors.
+
+    ``kernels`` says how a kernel (fusion group) runs: ``"sequential"``, its nodes one after the
+    other over their whole loops, or ``"tiled"``, as a fused kernel would: its iteration space
+    is cut into tiles of output elements (``numel``) and every node runs tile by tile, so that
+    a node that reads what another node of the kernel writes may only read elements computed
+    for the same tile; anything else raises :class:`InterpreterError`. ``tiled`` is the oracle
+    for fusion legality (a kernel run sequentially computes the right values even when no
+    fused kernel could)."""
+    if kernels not in ("sequential", "tiled"):
+        raise ValueError(f"kernels must be 'sequential' or 'tiled', got {kernels!r}")
+    return _Run(graph, tiled=kernels == "tiled").run(inputs)
 
 
 class _Run:
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, tiled: bool = False) -> None:
         self.graph = graph
         self.sizes: dict[sympy.Symbol, int] = {}
         self.values: dict[Value, torch.Tensor] = {}
         self.storages: dict[Value, torch.Tensor] = {}
+        self.tiled = tiled
+        self.tile: _Tile | None = None  # while a kernel runs tiled
 
     # -- sizes
 
@@ -392,8 +406,16 @@ class _Run:
         local_after: dict[int, list[Value]] = {
             id(k.nodes[-1]): k.local for k in self.graph.kernels if k.local and k.nodes
         }
+        kernel_of = self.graph.kernel_of() if self.tiled else {}
+        done: set[int] = set()
         for node in self.graph.nodes:
-            self.run_node(node)
+            k = kernel_of.get(id(node))
+            if k is not None:
+                if id(k) not in done:
+                    done.add(id(k))
+                    self.run_kernel_tiled(k)
+            else:
+                self.run_node(node)
             for v in local_after.get(id(node), ()):
                 self.values.pop(v, None)
                 self.storages.pop(v, None)
@@ -525,6 +547,69 @@ class _Run:
                     f'extern "{node.callee}" returned {type(o).__name__} as result #{k}, not a tensor'
                 )
         return outs
+
+    # -- kernels, run as a fused kernel would
+
+    def run_kernel_tiled(self, k: Any, tiles: int = 3) -> None:
+        """Run kernel ``k`` tile by tile over its output elements (see :func:`run_graph`)."""
+        from .kernels import kernel_space
+
+        info, bad, why = kernel_space(k)
+        if info is None:
+            raise InterpreterError(f"kernel @{k.name}: {why}", bad.loc if bad else k.loc)
+        numel = self.dim(info.space.numel)
+        rnumel = self.dim(info.space.rnumel)
+        produced = {id(r) for n in k.nodes for r in n.results}
+        results: dict[Value, torch.Tensor] = {}
+        bounds = sorted({0, numel} | {numel * t // tiles for t in range(1, tiles)})
+        for lo, hi in zip(bounds, bounds[1:]):
+            written: dict[int, torch.Tensor] = {}  # id(value) -> storage elements of this tile
+            for n in k.nodes:
+                assert isinstance(n, LoopNode)
+                outer = self.outer_index(n, numel, rnumel)
+                inside = (outer >= lo) & (outer < hi)
+                self.tile = _Tile(k, produced, written, inside)
+                try:
+                    self.run_node(n)
+                finally:
+                    self.tile = None
+                for r in n.results:
+                    full = self.values[r]
+                    flat_inside = inside.reshape(-1)
+                    acc = results.get(r)
+                    if acc is None:
+                        acc = torch.zeros_like(full)
+                    acc.reshape(-1)[flat_inside] = full.reshape(-1)[flat_inside]
+                    results[r] = acc
+                    self.values[r] = acc
+                    self.storages.pop(r, None)
+                    written[id(r)] = self.storage_elements(r, flat_inside)
+        for r, t in results.items():
+            self.values[r] = t
+            self.storages.pop(r, None)
+
+    def outer_index(self, n: LoopNode, numel: int, rnumel: int) -> torch.Tensor:
+        """For each output element of ``n`` (row-major over its pointwise loops), the kernel's
+        output element it belongs to."""
+        count = math.prod(self.dim(s) for _, s in n.ranges)
+        linear = torch.arange(count, dtype=torch.int64)
+        if n.is_reduction or count == numel:
+            return linear
+        return linear // max(rnumel, 1)  # a pointwise node over the whole reduction domain
+
+    def storage_elements(self, v: Value, logical: torch.Tensor) -> torch.Tensor:
+        """The storage elements of ``v`` that the logical elements marked in ``logical`` (a
+        flat bool tensor) live in, as a bool tensor over the storage."""
+        t = v.type
+        if t.layout is None:
+            return logical.clone()
+        size = self.dim(t.storage_size())
+        out = torch.zeros(size, dtype=torch.bool)
+        shape = self.shape(t)
+        if logical.numel():
+            idx = self.layout_index(t, shape).reshape(-1)
+            out[idx[logical]] = True
+        return out
 
     # -- loop level
 
@@ -738,6 +823,36 @@ class _BodyEval:
                     f"at {self.where(pos)}"
                 )
 
+    def check_tile(
+        self, op: BodyOp, idx: torch.Tensor, mask: torch.Tensor | None, tile: _Tile
+    ) -> None:
+        """In a kernel run tiled: the points of this tile may only read elements of a kernel
+        node's result that were computed for this tile."""
+        buf = op.buffer
+        assert buf is not None
+        written = tile.written.get(id(buf))
+        grid = [self.run_.dim(s) for _, s in self.node.ranges + self.node.reduction_ranges]
+        pw = len(self.node.ranges)
+        inside = tile.inside.reshape([self.run_.dim(s) for _, s in self.node.ranges] + [1] * (len(grid) - pw))
+        idx = idx.expand(grid) if idx.dim() else idx.expand(grid) if grid else idx
+        checked = inside.expand(grid) if grid else inside.reshape(())
+        if mask is not None:
+            checked = checked & mask.expand(grid) if grid else checked & mask
+        if written is None:
+            ok = torch.zeros_like(checked)
+        else:
+            ok = written[idx.clamp(0, max(written.numel() - 1, 0))] if written.numel() else torch.zeros_like(checked)
+        bad = checked & ~ok
+        if bool(bad.any()):
+            pos = self.first(bad)
+            element = int(idx[pos]) if idx.dim() else int(idx)
+            raise InterpreterError(
+                f"kernel @{tile.kernel.name}: {_node_name(self.node)} reads "
+                f"%{buf.name}[{_expr_str(op.index)}] = element {element} at {self.where(pos)}, "
+                "which the kernel computes for other output elements: a fused kernel cannot "
+                "read it there"
+            )
+
     def first(self, bad: torch.Tensor) -> tuple[int, ...]:
         return tuple(int(i) for i in bad.nonzero()[0]) if bad.dim() else ()
 
@@ -772,6 +887,9 @@ class _BodyEval:
                 f"load %{buf.name}[{_expr_str(op.index)}] reads element {int(idx[pos])}, outside its "
                 f"storage of {size} element(s), at {self.where(pos)}"
             )
+        tile = self.run_.tile
+        if tile is not None and id(buf) in tile.produced:
+            self.check_tile(op, idx, mask, tile)
         if mask is None:
             return flat[idx]
         if size == 0:
@@ -779,6 +897,18 @@ class _BodyEval:
         other = op.other.value if isinstance(op.other, Literal) else op.other
         other_t = literal_tensor(0 if other is None else other, flat.dtype)
         return torch.where(mask, flat[torch.where(mask, idx, 0)], other_t)
+
+
+class _Tile:
+    """What a kernel run tiled knows while one of its nodes runs on one tile."""
+
+    def __init__(
+        self, kernel: Any, produced: set[int], written: dict[int, torch.Tensor], inside: torch.Tensor
+    ) -> None:
+        self.kernel = kernel
+        self.produced = produced  # ids of the kernel nodes' results
+        self.written = written  # id(result) -> storage elements computed for this tile
+        self.inside = inside  # this node's output elements that belong to the tile
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ nothing. A round:
 1. **Finds candidate pairs.** Fusion nodes are listed in program order (of their first node);
    each buffer gets the list of fusion nodes that read or write it, and every node is paired with
    the next 64 of each of its buffers' lists (so the work grows linearly with the graph). With
-   ``aggressive``, nodes are also grouped by iteration space. Every pair is checked
+   ``aggressive``, nodes are also grouped by iteration space (pairs of pointwise nodes there may
+   fuse with no buffer in common). Every pair is checked
    (:mod:`fir.passes.fusion_rules`); a pair rejected only because node2 must run first is also
    tried the other way round.
 2. **Scores them**: fusion type (1 when both are reductions or both are not, and something is
@@ -57,8 +58,8 @@ class FusePass(Pass):
         "horizontal": Option(bool, True, "fuse nodes that share inputs but depend on each other "
                              "in no way"),
         "max-size": Option(int, 256, "most nodes in one kernel"),
-        "aggressive": Option(bool, False, "also fuse nodes that share no buffer when their "
-                             "iteration spaces are equal"),
+        "aggressive": Option(bool, False, "also fuse pointwise nodes that share no buffer when "
+                             "their iteration spaces are equal"),
         "rounds": Option(int, 10, "most rounds of fusion"),
     }
 
@@ -237,16 +238,23 @@ def adopt_kernels(g: Graph, fg: FusionGraph, rules: FusionRules) -> None:
 
 
 class _Entry:
-    __slots__ = ("key", "a", "b", "candidate", "ok")
+    __slots__ = ("key", "a", "b", "candidate", "ok", "shared")
 
     def __init__(
-        self, key: tuple[int, ...], a: int, b: int, candidate: Candidate | None, ok: bool
+        self,
+        key: tuple[int, ...],
+        a: int,
+        b: int,
+        candidate: Candidate | None,
+        ok: bool,
+        shared: bool,
     ) -> None:
         self.key = key
         self.a = a
         self.b = b
         self.candidate = candidate
         self.ok = ok
+        self.shared = shared  # found through a buffer both use (a fusion never undoes that)
 
 
 def run_round(fg: FusionGraph, rules: FusionRules, rnd: Round, collect: bool) -> int:
@@ -270,7 +278,7 @@ def run_round(fg: FusionGraph, rules: FusionRules, rnd: Round, collect: bool) ->
             rejection = Rejection("same-node", "already in one kernel through earlier fusions")
             space = None
         else:
-            rejection, space = rules.check(a, b, shared=True)
+            rejection, space = rules.check(a, b, shared=e.shared)
         forward: set[int] = set()
         if rejection is None:
             rejection, forward = rules.cycle(a, b)
@@ -364,7 +372,7 @@ def _consider(
         )
         if rejection is not None:
             _reject(candidate, rejection)
-    entries.append(_Entry(sort_key, a.id, b.id, candidate, rejection is None))
+    entries.append(_Entry(sort_key, a.id, b.id, candidate, rejection is None, shared))
     if rejection is not None and rejection.code == "order":
         _consider(fg, rules, b, a, seen, entries, collect, shared)
 

@@ -65,7 +65,7 @@ class FusionNode:
     id: int  # position of the first node it was made from: the union-find representative
     members: list[int]  # node positions, in the order they run (original program order)
     mask: int  # bit set of ``members``
-    kind: str  # "loop", "extern", "tensor" (not lowered) or "nop" (computes no element)
+    kind: str  # "loop", "extern" or "tensor" (a tensor-level op: not lowered, nothing to fuse)
     space: SpaceInfo | None  # loop nodes only
     device: str
     # reads of buffers no member writes: buffer -> [(dependency, reading node position)]
@@ -152,7 +152,7 @@ class FusionGraph:
             write_bytes[dep.buffer] = Traffic.of(dep.nbytes)
         if isinstance(n, LoopNode):
             space = node_space_info(n)
-            kind = "nop" if hint(space.space.numel) == 0 or hint(space.space.rnumel) == 0 else "loop"
+            kind = "loop"
         else:
             space = None
             kind = "extern" if isinstance(n, ExternNode) else "tensor"

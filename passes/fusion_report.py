@@ -88,10 +88,10 @@ class Summary:
         return to_dim(self.traffic_before - self.traffic_after)
 
     def line(self, func: str) -> str:
-        kernels = "kernel" if self.kernels_after == 1 else "kernels"
-        externs = f" + {self.externs} extern call(s)" if self.externs else ""
+        externs = f" + {_count(self.externs, 'extern call')}" if self.externs else ""
         return (
-            f"fuse @{func}: {self.loop_nodes} loop nodes -> {self.kernels_after} {kernels}{externs} "
+            f"fuse @{func}: {_count(self.loop_nodes, 'loop node')} -> "
+            f"{_count(self.kernels_after, 'kernel')}{externs} "
             f"(kernels before: {self.kernels_before}, rounds: {self.rounds}); memory traffic "
             f"{dim_str(self.traffic_before)} -> {dim_str(self.traffic_after)} bytes "
             f"(saved {dim_str(self.saved)})"
@@ -122,10 +122,9 @@ class FunctionReport:
     def text(self) -> str:
         lines: list[str] = []
         for r in self.rounds:
-            pairs = "pair" if len(r.candidates) == 1 else "pairs"
             lines.append(
-                f"fuse @{self.func}: round {r.number}: {r.nodes} node(s), "
-                f"{len(r.candidates)} candidate {pairs}, {r.fused} fused"
+                f"fuse @{self.func}: round {r.number}: {_count(r.nodes, 'node')}, "
+                f"{_count(len(r.candidates), 'candidate pair')}, {r.fused} fused"
             )
             width = max((len(_pair(c)) for c in r.candidates), default=0)
             for k, c in enumerate(r.candidates, 1):
@@ -155,6 +154,10 @@ class FunctionReport:
             "summary": self.summary.to_json() if self.summary else None,
             "kernels": self.kernels,
         }
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _pair(c: Candidate) -> str:

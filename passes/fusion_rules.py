@@ -7,11 +7,13 @@ sentence naming the nodes and the data involved. The checks, in the order they r
 code                    rejects a pair when
 ======================  ===============================================================
 ``same-node``           both are already one kernel
-``extern-or-nop``       either is an extern call, a tensor-level op, or computes nothing
+``extern-or-nop``       either is an extern call or a tensor-level op (FIR's "nop" nodes: no
+                        loop nest to fuse)
 ``nofuse``              a member says ``nofuse = true``, or names the other's node
 ``order``               node2 is an ancestor of node1 (node1 must come first)
 ``device``              the two run on different devices
-``no-shared-data``      they touch no common buffer (``aggressive`` lets equal groups pass)
+``no-shared-data``      they touch no common buffer (``aggressive`` lets two pointwise nodes of
+                        equal groups pass)
 ``max-size``            the kernel would hold more than ``max-size`` nodes
 ``horizontal``          no dependency joins them and horizontal fusion is switched off
 ``deps-mismatch``       node2 reads what node1 writes at another element or through an
@@ -211,12 +213,13 @@ class FusionRules:
             )
         vertical = fg.reaches(a, b)
         if not hand_written:
-            if (
-                not shared
-                and not shares_data(a, b)
-                and not (self.options.aggressive and self._same_group(a, b))
-            ):
-                hint = "" if self.options.aggressive else " (aggressive=true fuses equal groups)"
+            if not shared and not shares_data(a, b) and not self._aggressive_pair(a, b):
+                if not self.options.aggressive:
+                    hint = " (aggressive=true fuses pointwise nodes of equal groups)"
+                elif a.is_reduction or b.is_reduction:
+                    hint = " (aggressive fusion joins pointwise nodes only)"
+                else:
+                    hint = " (and their groups differ)"
                 return (
                     Rejection(
                         "no-shared-data",
@@ -256,7 +259,11 @@ class FusionRules:
                 return why, None
         return None, space
 
-    def _same_group(self, a: FusionNode, b: FusionNode) -> bool:
+    def _aggressive_pair(self, a: FusionNode, b: FusionNode) -> bool:
+        """``aggressive``: two pointwise nodes of the same group may fuse with nothing shared
+        (as in Inductor, reductions still need shared data)."""
+        if not self.options.aggressive or a.is_reduction or b.is_reduction:
+            return False
         assert a.space is not None and b.space is not None
         return a.space.space.same(b.space.space)
 
@@ -391,8 +398,7 @@ def shares_data(a: FusionNode, b: FusionNode) -> bool:
 def _not_a_loop(fg: FusionGraph, f: FusionNode) -> str:
     what = {
         "extern": "is an extern call (a library kernel of its own)",
-        "tensor": "is a tensor-level op (run 'lower' first)",
-        "nop": "computes no element",
+        "tensor": "is a tensor-level op, not a loop nest (run 'lower' first)",
     }[f.kind]
     return f"{fg.label(f)} {what}"
 

@@ -31,6 +31,13 @@ def build_arg_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the program before the pipeline and compare the outputs",
     )
+    p.add_argument(
+        "--kernels",
+        choices=["tiled", "sequential"],
+        default="tiled",
+        help="run each kernel as a fused kernel would, tile by tile, checking that its nodes "
+        "read only what the same tile computes (default), or its nodes one after the other",
+    )
     return p
 
 
@@ -114,11 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         from fir.ir.interpreter import run_graph
 
         inputs = random_inputs(graph, args.seed, args.int_high)
-        reference = run_graph(graph, [t.clone() for t in inputs]) if args.check else None
+        reference = (
+            run_graph(graph, [t.clone() for t in inputs], args.kernels) if args.check else None
+        )
         if len(pipeline):
             module = pipeline.run(module)
             graph = module.func(func)
-        outputs = run_graph(graph, inputs)
+        outputs = run_graph(graph, inputs, args.kernels)
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1
