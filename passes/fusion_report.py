@@ -242,13 +242,11 @@ def _graph_dot(g: Graph) -> list[str]:
         out.append("    }")
     producer = {id(r): n for n in g.nodes for r in n.results}
     for n in g.nodes:
-        seen: set[int] = set()
+        sources: dict[str, None] = {}  # one arrow per producer (a node may read two results)
         for v in n.operand_values():
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
             src = producer.get(id(v))
-            src_name = src.results[0].name if src is not None else v.name
+            sources[src.results[0].name if src is not None else v.name] = None
+        for src_name in sources:
             out.append(f"    {_quote(prefix + src_name)} -> {_quote(prefix + n.results[0].name)};")
     ret = prefix + "return"
     out.append(f"    {_quote(ret)} [shape=plaintext, label=\"return\"];")

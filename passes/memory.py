@@ -670,6 +670,10 @@ def stats_report(module: Any, passes: Iterable[Any] = (), planned: bool = False)
         kinds = ", ".join(f"{KIND_LABELS[kind]} {n}" for kind, n in rep.nodes.items())
         lines.append(f"func @{g.name}")
         lines.append(f"  nodes: {sum(rep.nodes.values())} ({kinds})")
+        if g.kernels:
+            from fir.ir.kernels import kernel_count
+
+            lines.append(f"  kernels: {kernel_count(g)} ({len(g.kernels)} fused)")
         lines.append(f"  argument bytes: {format_bytes(rep.argument_bytes)}")
         lines.append(f"  output bytes: {format_bytes(rep.output_bytes)}")
         lines.append(f"  peak bytes without freeing: {format_bytes(rep.keep.peak)}")

@@ -146,6 +146,8 @@ class _PlannedStorageRun(_Run):
             self.store(a, self.values[a])
         outputs = {id(v) for v in self.graph.outputs}
         readers: set[int] = {id(v) for n in self.graph.nodes for v in n.operand_values()}
+        # a kernel's local buffers have no storage: they stay values of the interpreter
+        local = {id(v) for k in self.graph.kernels for v in k.local}
         for n in self.graph.nodes:
             plan = node_plan(n)
             if plan.inplace is not None:
@@ -153,11 +155,12 @@ class _PlannedStorageRun(_Run):
                 self.check_elementwise(n, plan.inplace)
             self.run_node(n)
             for r in n.results:
-                self.store(r, self.values[r])
+                if id(r) not in local:
+                    self.store(r, self.values[r])
             for v in plan.frees:
                 self.release(v)
             for r in n.results:
-                if id(r) not in readers and id(r) not in outputs:
+                if id(r) not in readers and id(r) not in outputs and id(r) not in local:
                     self.release(r)
         return [self.get(v) for v in self.graph.outputs]
 
