@@ -537,3 +537,22 @@ def test_kernel_built_by_hand_in_python_verifies() -> None:
     assert "kernel @k over (32; 64) {" in print_module(m)
     fg = FusionGraph(g)
     assert len(fg.fnodes) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# The docs' examples
+
+
+@pytest.mark.parametrize("doc", ["docs/passes/fuse.md", "docs/language.md"])
+def test_doc_kernel_examples_parse_and_are_legal(doc: str) -> None:
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        text = f.read()
+    blocks = [b.split("```")[0] for b in text.split("```fir\n")[1:]]
+    with_kernels = [b for b in blocks if "kernel @" in b]
+    assert with_kernels, f"{doc} shows no kernel"
+    for block in with_kernels:
+        m = parse_module(block)
+        verify_module(m)
+        check_kernels(m)
+        assert print_module(m) == block, "the example is not in canonical form"
+        run_graph(m.funcs[0], example_inputs(m), kernels="tiled")
