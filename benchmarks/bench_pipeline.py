@@ -26,39 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks" / "pipeline.md"
 PASSES = ["decompose", "lower", "inline", "deps", "dce", "plan-memory"]
 
-BLOCK = """\
-  %ln{k} = layer_norm %h{j}, %g, %b {{normalized_shape = [256]}} : f32[128, 256]
-  %q{k} = matmul %ln{k}, %wq : f32[128, 256]
-  %qb{k} = add %q{k}, %bq : f32[128, 256]
-  %qh{k} = reshape %qb{k} : f32[128, 4, 64]
-  %qt{k} = transpose %qh{k} {{dim0 = 0, dim1 = 1}} : f32[4, 128, 64]
-  %kt{k} = permute %qh{k} {{dims = [1, 2, 0]}} : f32[4, 64, 128]
-  %s{k} = matmul %qt{k}, %kt{k} : f32[4, 128, 128]
-  %ss{k} = mul %s{k}, 0.125 : f32[4, 128, 128]
-  %p{k} = softmax %ss{k} {{dim = 2}} : f32[4, 128, 128]
-  %o{k} = matmul %p{k}, %qt{k} : f32[4, 128, 64]
-  %ot{k} = transpose %o{k} {{dim0 = 0, dim1 = 1}} : f32[128, 4, 64]
-  %of{k} = reshape %ot{k} : f32[128, 256]
-  %r{k} = add %h{j}, %of{k} : f32[128, 256]
-  %m{k} = matmul %r{k}, %w1 : f32[128, 256]
-  %mb{k} = add %m{k}, %b1 : f32[128, 256]
-  %a{k} = gelu %mb{k} : f32[128, 256]
-  %d{k} = mul %a{k}, %r{k} : f32[128, 256]
-  %sc{k} = sum %d{k} {{dims = [1], keepdim = true}} : f32[128, 1]
-  %n{k} = div %d{k}, %sc{k} : f32[128, 256]
-  %h{k} = add %n{k}, %r{k} : f32[128, 256]
-"""
-BLOCK_OPS = BLOCK.count("\n")
-
-
 def transformer_program(num_ops: int) -> str:
-    blocks = max(1, num_ops // BLOCK_OPS)
-    head = (
-        "func @transformer(%h0: f32[128, 256], %g: f32[256], %b: f32[256], %wq: f32[256, 256], "
-        "%bq: f32[256], %w1: f32[256, 256], %b1: f32[256]) -> (f32[128, 256]) {"
-    )
-    body = "".join(BLOCK.format(j=k, k=k + 1) for k in range(blocks))
-    return f"{head}\n{body}  return %h{blocks}\n}}\n"
+    """About ``num_ops`` tensor ops of transformer-like blocks, all reading the same weights."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fuse_programs import BLOCK_OPS, transformer_blocks
+
+    return transformer_blocks(max(1, num_ops // BLOCK_OPS), shared=True)
 
 
 def mixed_program(num_ops: int) -> str:

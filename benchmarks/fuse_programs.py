@@ -1,5 +1,5 @@
-"""Programs for the fusion benchmark: transformer-like blocks at tensor level, lowered to loop
-level by ``decompose,lower,inline,deps,dce`` before ``fuse`` is timed.
+"""Transformer-like blocks at tensor level, for the benchmarks: ``bench_fuse`` lowers them with
+``decompose,lower,inline,deps,dce`` and times ``fuse``; ``bench_pipeline`` times the lowering.
 
 Each block is what a transformer layer does (layer_norm, matmul + bias, attention scores with
 softmax, residual adds, gelu MLP, a row normalisation), 13 loop-level nodes of which 4 are
@@ -33,6 +33,7 @@ BLOCK = """\
   %n{k} = div %d{k}, %sc{k} : f32[128, 256]
   %h{k} = add %n{k}, %r{k} : f32[128, 256]
 """
+BLOCK_OPS = BLOCK.count("\n")  # tensor-level ops per block
 NODES_PER_BLOCK = 13  # loop-level nodes after decompose,lower,inline,deps,dce
 WEIGHTS = "%g_{w}: f32[256], %b_{w}: f32[256], %wq_{w}: f32[256, 256], %bq_{w}: f32[256], %w1_{w}: f32[256, 256], %b1_{w}: f32[256]"
 
