@@ -207,6 +207,30 @@ class Body:
 REDUCTION_KINDS = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "welford")
 
 
+@dataclass(frozen=True)
+class Loop:
+    """One loop of a :class:`LoopSchedule`: the loop variables it runs over, outermost first
+    (several when loops are merged: the loop counts their row-major combinations), and its trip
+    count, the product of their sizes."""
+
+    vars: tuple[sympy.Symbol, ...]
+    size: Dim
+
+
+@dataclass(eq=False)
+class LoopSchedule:
+    """The order a loop node's loops run in (``order (…)`` in the text): the pointwise loops,
+    then the reduction loops, each list outermost first. Every loop variable whose size is not 1
+    appears once; one of size 1 may be left out (squeezed). A schedule changes the order of the
+    iterations, never what a node computes: element ``linear(p)`` of the result is still
+    computed at point ``p`` of the node's ``over`` ranges. Inside a kernel, a node's iterations
+    are numbered in schedule order (which output element of the kernel each one belongs to)."""
+
+    loops: list[Loop] = field(default_factory=list)
+    reduction: list[Loop] = field(default_factory=list)
+    loc: Location | None = field(default=None, repr=False)
+
+
 @dataclass(eq=False)
 class LoopNode(Node):
     """A buffer computed by a loop nest.
@@ -216,12 +240,23 @@ class LoopNode(Node):
     ``linear(p)`` of the result in row-major order, stored through the result's layout.
     ``reduction`` is None for a pointwise node, else one of :data:`REDUCTION_KINDS`;
     ``welford`` has three results: mean, m2 (sum of squared deviations) and count.
+    ``schedule`` is the order the loops run in (``reorder``), None for the order of ``ranges``.
     """
 
     reduction: str | None = None
     ranges: list[tuple[sympy.Symbol, Dim]] = field(default_factory=list)
     reduction_ranges: list[tuple[sympy.Symbol, Dim]] = field(default_factory=list)
     body: Body | None = None
+    schedule: LoopSchedule | None = None
+
+    def scheduled_vars(self) -> tuple[list[sympy.Symbol], list[sympy.Symbol]]:
+        """The pointwise and the reduction loop variables in the order they run, merged loops
+        expanded (outermost first), squeezed ones left out."""
+        if self.schedule is None:
+            return [v for v, _ in self.ranges], [v for v, _ in self.reduction_ranges]
+        pw = [v for loop in self.schedule.loops for v in loop.vars]
+        red = [v for loop in self.schedule.reduction for v in loop.vars]
+        return pw, red
 
     @property
     def is_reduction(self) -> bool:

@@ -590,12 +590,31 @@ class _Run:
 
     def outer_index(self, n: LoopNode, numel: int, rnumel: int) -> torch.Tensor:
         """For each output element of ``n`` (row-major over its pointwise loops), the kernel's
-        output element it belongs to."""
-        count = math.prod(self.dim(s) for _, s in n.ranges)
-        linear = torch.arange(count, dtype=torch.int64)
+        output element it belongs to: its iteration's number in the order the loops run (the
+        node's schedule), divided by the reduction size for a pointwise node that runs over a
+        reduction's whole domain."""
+        sizes = [self.dim(s) for _, s in n.ranges]
+        count = math.prod(sizes)
+        if n.schedule is None:
+            position = torch.arange(count, dtype=torch.int64)
+        else:
+            size_of = {v: self.dim(s) for v, s in n.ranges}
+            order, _ = n.scheduled_vars()
+            stride: dict[Any, int] = {}
+            inner = 1
+            for v in reversed(order):
+                stride[v] = inner
+                inner *= size_of[v]
+            position = torch.zeros(sizes, dtype=torch.int64)
+            for k, (v, _) in enumerate(n.ranges):
+                if v in stride:
+                    view = [1] * len(sizes)
+                    view[k] = sizes[k]
+                    position = position + torch.arange(sizes[k]).view(view) * stride[v]
+            position = position.reshape(-1)
         if n.is_reduction or count == numel:
-            return linear
-        return linear // max(rnumel, 1)  # a pointwise node over the whole reduction domain
+            return position
+        return position // max(rnumel, 1)  # a pointwise node over the whole reduction domain
 
     def storage_elements(self, v: Value, logical: torch.Tensor) -> torch.Tensor:
         """The storage elements of ``v`` that the logical elements marked in ``logical`` (a

@@ -79,8 +79,11 @@ class SpaceInfo:
 
 def node_space_info(n: LoopNode) -> SpaceInfo:
     space = node_space(n)
-    loops = [] if n.is_reduction else [tuple(s for _, s in n.ranges)]
-    return SpaceInfo(space, loops)
+    if n.is_reduction:
+        return SpaceInfo(space, [])
+    if n.schedule is not None:  # the loops as they run: merged, squeezed, permuted
+        return SpaceInfo(space, [tuple(loop.size for loop in n.schedule.loops)])
+    return SpaceInfo(space, [tuple(s for _, s in n.ranges)])
 
 
 def join_spaces(a: SpaceInfo, b: SpaceInfo) -> tuple[SpaceInfo | None, str]:

@@ -33,14 +33,16 @@ from .graph import (
     Graph,
     Kernel,
     Literal,
+    Loop,
     LoopNode,
+    LoopSchedule,
     Module,
     TensorOp,
     Value,
 )
 from .lexer import FirLexer, Origin
 from .ops import OPS
-from .types import Layout, TensorType
+from .types import Layout, TensorType, dim_str, dims_mul
 
 GRAMMAR_PATH = Path(__file__).with_name("fir.lark")
 
@@ -452,6 +454,80 @@ class _Builder(Transformer):
         tok, size = children
         return tok, self.as_size(size, tok, "a loop size")
 
+    # -- loop orders
+
+    def single_loop(self, children: list[Any]) -> _OrderLoop:
+        tok, size = children
+        return _OrderLoop([tok], size, tok)
+
+    def merged_loop(self, children: list[Any]) -> _OrderLoop:
+        toks = [c for c in children[:-1] if isinstance(c, Token)]
+        return _OrderLoop(toks, children[-1], toks[0])
+
+    def order_clause(self, children: list[Any]) -> _Order:
+        kw = children[0]
+        loops: list[_OrderLoop] = []
+        reduction: list[_OrderLoop] | None = None
+        for c in children[1:]:
+            if c is None:
+                continue
+            if isinstance(c, Token) and c.type == "SEMI":
+                reduction = []
+            elif reduction is not None:
+                reduction.append(c)
+            else:
+                loops.append(c)
+        return _Order(kw, loops, reduction)
+
+    def schedule(self, order: _Order, reduction: str | None, ranges: list[Any], red: list[Any]) -> LoopSchedule:
+        """Check an ``order (…)`` clause against the node's loops and build its schedule."""
+        from .kernels import dims_equal
+
+        sizes = {v: s for v, s in ranges + red}
+        pointwise = {v for v, _ in ranges}
+        seen: set[Any] = set()
+
+        def build(items: list[_OrderLoop], part: str) -> list[Loop]:
+            out = []
+            for item in items:
+                vs = []
+                for tok in item.toks:
+                    v = self.loop_vars.get(str(tok))
+                    if v is None:
+                        raise self.error(tok, f"'{tok}' is not a loop variable of this node")
+                    if v in seen:
+                        raise self.error(tok, f"loop '{tok}' appears twice in the order")
+                    if (v in pointwise) != (part == "pointwise"):
+                        where = "pointwise" if v in pointwise else "reduction"
+                        raise self.error(
+                            tok,
+                            f"'{tok}' is a {where} loop; the order lists pointwise loops, then "
+                            "';', then reduction loops",
+                        )
+                    seen.add(v)
+                    vs.append(v)
+                size = self.as_size(item.size, item.tok, "a loop size")
+                want = dims_mul(sizes[v] for v in vs)
+                if not dims_equal(size, want):
+                    raise self.error(
+                        item.tok,
+                        f"loop {_loop_text(item.toks)} runs {dim_str(want)} times, not "
+                        f"{dim_str(size)}",
+                    )
+                out.append(Loop(tuple(vs), size))
+            return out
+
+        if order.reduction is not None and reduction is None:
+            raise self.error(order.kw, "a pointwise node has no reduction loops to order")
+        loops = build(order.loops, "pointwise")
+        red_loops = build(order.reduction or [], "reduction")
+        for v, size in ranges + red:
+            if v not in seen and not (isinstance(size, int) and size == 1):
+                raise self.error(
+                    order.kw, f"the order leaves out loop '{v.name}' (of size {dim_str(size)})"
+                )
+        return LoopSchedule(loops, red_loops, self.loc(order.kw))
+
     def _loop_node(self, kw_tok: Token, reduction: str | None, children: list[Any]) -> LoopNode:
         over = next(c for c in children if isinstance(c, _Over))
         body = next(c for c in children if isinstance(c, Body))
@@ -463,6 +539,8 @@ class _Builder(Transformer):
         if reduction is not None and over.reduction is None:
             raise self.error(kw_tok, "a reduction node needs reduction loops after ';'")
         red = [(self.loop_vars[str(t)], s) for t, s in (over.reduction or [])]
+        order = next((c for c in children if isinstance(c, _Order)), None)
+        schedule = self.schedule(order, reduction, ranges, red) if order is not None else None
         node = LoopNode(
             results=[],
             attrs=dict(attrs),
@@ -471,6 +549,7 @@ class _Builder(Transformer):
             ranges=ranges,
             reduction_ranges=red,
             body=body,
+            schedule=schedule,
         )
         node._types = types  # type: ignore[attr-defined]
         node._attr_locs = {k: self.loc(t) for k, t in getattr(attrs, "locs", {}).items()}  # type: ignore[attr-defined]
@@ -904,6 +983,24 @@ class _Builder(Transformer):
 
     def imax(self, children: list[Any]) -> Any:
         return self._minmax(children, "max")
+
+
+class _OrderLoop:
+    def __init__(self, toks: list[Token], size: Any, tok: Token):
+        self.toks = toks
+        self.size = size
+        self.tok = tok
+
+
+class _Order:
+    def __init__(self, kw: Token, loops: list[_OrderLoop], reduction: list[_OrderLoop] | None):
+        self.kw = kw
+        self.loops = loops
+        self.reduction = reduction
+
+
+def _loop_text(toks: list[Token]) -> str:
+    return str(toks[0]) if len(toks) == 1 else "[" + ", ".join(str(t) for t in toks) + "]"
 
 
 class _Offset:

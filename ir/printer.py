@@ -106,13 +106,35 @@ def print_node(n: Node, out: list[str], indent: str) -> None:
         if n.reduction is not None:
             red = ", ".join(f"{v.name} < {dim_str(s)}" for v, s in n.reduction_ranges)
             ranges = f"{ranges}; {red}" if ranges else f"; {red}"
-        out.append(f"{indent}{lhs} = {kind}{attrs} : {types} over ({ranges}) {{")
+        order = f" order ({schedule_str(n)})" if n.schedule is not None else ""
+        out.append(f"{indent}{lhs} = {kind}{attrs} : {types} over ({ranges}){order} {{")
         assert n.body is not None
         print_body(n.body, out, indent + INDENT)
         out.append(indent + "}")
         print_deps(n, out, indent)
     else:  # pragma: no cover - every node kind is listed above
         raise TypeError(f"cannot print {type(n).__name__}")
+
+
+def schedule_str(n: LoopNode) -> str:
+    """``i1 < 64, i0 < 32`` or ``[i0, i1] < 2048; r0 < 64``: a node's loops in the order they
+    run, merged loops in brackets."""
+    assert n.schedule is not None
+
+    def loops(items: Any) -> str:
+        parts = []
+        for loop in items:
+            names = loop.vars[0].name if len(loop.vars) == 1 else (
+                "[" + ", ".join(v.name for v in loop.vars) + "]"
+            )
+            parts.append(f"{names} < {dim_str(loop.size)}")
+        return ", ".join(parts)
+
+    text = loops(n.schedule.loops)
+    if n.reduction is not None:
+        red = loops(n.schedule.reduction)
+        text = f"{text}; {red}" if text else f"; {red}"
+    return text
 
 
 def print_deps(n: Node, out: list[str], indent: str) -> None:

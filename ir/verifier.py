@@ -353,6 +353,62 @@ class _GraphVerifier:
             if at <= pos:
                 raise self.error(f"user %{name} does not come after this node", loc, n)
 
+    # -- loop orders and tiling hints (reorder)
+
+    def schedule(self, n: LoopNode) -> None:
+        """``order (…)``: every loop of size other than 1 once, pointwise loops before the ';'
+        and reduction loops after, each loop's size the product of its variables' sizes."""
+        from .kernels import dims_equal
+        from .types import dims_mul
+
+        sched = n.schedule
+        assert sched is not None
+        loc = sched.loc or n.loc
+        sizes = dict(n.ranges + n.reduction_ranges)
+        pointwise = {v for v, _ in n.ranges}
+        seen: set[Any] = set()
+        for part, loops in (("pointwise", sched.loops), ("reduction", sched.reduction)):
+            for loop in loops:
+                if not loop.vars:
+                    raise self.error("a loop of the order runs over no variable", loc, n)
+                for v in loop.vars:
+                    if v not in sizes:
+                        raise self.error(f"'{v.name}' in the order is not a loop of this node", loc, n)
+                    if v in seen:
+                        raise self.error(f"loop '{v.name}' appears twice in the order", loc, n)
+                    if (v in pointwise) != (part == "pointwise"):
+                        raise self.error(
+                            f"'{v.name}' is ordered with the {part} loops but is not one", loc, n
+                        )
+                    seen.add(v)
+                want = dims_mul(sizes[v] for v in loop.vars)
+                if not dims_equal(want, loop.size):
+                    raise self.error(
+                        f"a loop over {', '.join(v.name for v in loop.vars)} runs "
+                        f"{dim_str(want)} times, not {dim_str(loop.size)}",
+                        loc,
+                        n,
+                    )
+        for v, size in n.ranges + n.reduction_ranges:
+            if v not in seen and not (_is_int(size) and size == 1):
+                raise self.error(f"the order leaves out loop '{v.name}'", loc, n)
+
+    def tile_hint(self, n: LoopNode) -> None:
+        """``tile = ["i0", "i1"]``: two pointwise loops of the node for a 2-D tile."""
+        v = n.attrs["tile"]
+        loc = getattr(n, "_attr_locs", {}).get("tile", n.loc)
+        names = {var.name for var, _ in n.ranges}
+        if (
+            not isinstance(v, list)
+            or len(v) != 2
+            or not all(isinstance(x, str) for x in v)
+            or v[0] == v[1]
+        ):
+            raise self.error("'tile' must name two pointwise loops: tile = [\"i0\", \"i1\"]", loc, n)
+        for x in v:
+            if x not in names:
+                raise self.error(f"'tile' names '{x}', which is not a pointwise loop of this node", loc, n)
+
     # -- fusion: user control and kernels
 
     def nofuse(self, n: Node) -> None:
@@ -475,6 +531,10 @@ class _GraphVerifier:
                         n,
                     )
             ranges[var] = (0, size - 1) if _is_int(size) else None
+        if n.schedule is not None:
+            self.schedule(n)
+        if "tile" in n.attrs:
+            self.tile_hint(n)
         assert n.body is not None
         known = set(ranges) | self.size_symbols
         interval = {k: v for k, v in ranges.items() if v is not None}

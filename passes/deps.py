@@ -103,6 +103,15 @@ def local_deps(n: Node, prefix: str = "c") -> NodeDeps:
     return NodeDeps(reads=list(reads), writes=list(writes))
 
 
+def refresh_recorded_deps(n: Node, prefix: str = "c") -> None:
+    """After a change to how ``n`` runs (its loop order), bring the reads and writes of its
+    ``deps`` clause, if it has one, up to date; users, ancestors and weak dependencies stay."""
+    if n.deps is None:
+        return
+    fresh = local_deps(n, prefix)
+    n.deps.reads, n.deps.writes = fresh.reads, fresh.writes
+
+
 def mutated_values(n: Node) -> list[Value]:
     """The arguments an extern call writes in place (its ``mutates`` positions)."""
     if not isinstance(n, ExternNode):
@@ -293,11 +302,24 @@ def canonical_vars(prefix: str, count: int) -> tuple[Any, ...]:
 
 
 def _loop_deps(n: LoopNode, prefix: str) -> NodeDeps:
+    """Reads and writes over canonical variables numbered in the order the loops run: the
+    node's ``over`` order, or its schedule (``order (…)``: permuted loops, merged loops
+    expanded, squeezed size-1 loops gone), so that two nodes whose accesses agree once one is
+    reordered have equal dependencies."""
     assert n.body is not None
-    loops = n.ranges + n.reduction_ranges
-    loop_vars, sizes = (tuple(x) for x in zip(*loops)) if loops else ((), ())
-    cvars = canonical_vars(prefix, len(loops))
+    sizes_of = dict(n.ranges + n.reduction_ranges)
+    pw_vars, red_vars = n.scheduled_vars()
+    order = pw_vars + red_vars
+    loop_vars = tuple(order)
+    sizes = tuple(sizes_of[v] for v in order)
+    cvars = canonical_vars(prefix, len(order))
     ranges = tuple(zip(cvars, sizes))
+    squeezed: dict[Any, Any] = {}
+    if n.schedule is not None:
+        import sympy
+
+        kept = set(order)
+        squeezed = {v: sympy.Integer(0) for v in sizes_of if v not in kept}
     reads: dict[Any, Dep] = {}
     for op in n.body.ops:
         if op.opcode != "load":
@@ -305,7 +327,10 @@ def _loop_deps(n: LoopNode, prefix: str) -> NodeDeps:
         buf = op.buffer
         assert buf is not None and op.index is not None
         t = buf.type
-        access = _read_access(op.index, loop_vars, cvars, sizes, t.dtype, t.shape, t.layout)
+        index = op.index
+        if squeezed and not isinstance(index, int):
+            index = index.xreplace(squeezed)
+        access = _read_access(index, loop_vars, cvars, sizes, t.dtype, t.shape, t.layout)
         if access is None:  # through an indirect index: any element of the buffer
             key: Any = (buf.name, None)
             if key not in reads:
@@ -315,14 +340,17 @@ def _loop_deps(n: LoopNode, prefix: str) -> NodeDeps:
         key = (buf.name, index)
         if key not in reads:
             reads[key] = MemoryDep(buf.name, index, ranges, nbytes)
-    pointwise = len(n.ranges)
+    pointwise = len(pw_vars)
     out_ranges = ranges[:pointwise]
+    # the element a point writes is its row-major position over the node's own ranges,
+    # whatever order the loops run in
+    canonical = dict(zip(loop_vars, cvars))
+    logical_sizes = tuple(s for _, s in n.ranges)
+    logical_cvars = tuple(canonical.get(v, squeezed.get(v)) for v, _ in n.ranges)
     writes: list[Dep] = []
     for r in n.results:
         t = r.type
-        index, nbytes = _write_access(
-            sizes[:pointwise], cvars[:pointwise], t.dtype, t.shape, t.layout
-        )
+        index, nbytes = _write_access(logical_sizes, logical_cvars, t.dtype, t.shape, t.layout)
         writes.append(MemoryDep(r.name, index, out_ranges, nbytes))
     return NodeDeps(reads=list(reads.values()), writes=writes)
 
@@ -423,7 +451,9 @@ def _write_access(
         for d, stride in zip(reversed(t.shape), reversed(t.strides)):
             index = index + Modulo(FloorDiv(linear, inner), d) * stride
             inner = inner * d
-        index = simplify_index(index, dict(zip(cvars, sizes)))
+        index = simplify_index(
+            index, {v: s for v, s in zip(cvars, sizes) if not getattr(v, "is_Number", False)}
+        )
     if not isinstance(index, int):
         from fir.ir.symbolic import to_dim
 

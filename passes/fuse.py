@@ -30,14 +30,15 @@ Options: ``explain`` (the report of every round on stderr), ``disable``, ``verti
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 from typing import Any, TextIO
 
 from fir.ir.errors import FirError
-from fir.ir.graph import ExternNode, Graph, Kernel, LoopNode, Module
+from fir.ir.graph import ExternNode, Graph, Kernel, Loop, LoopNode, LoopSchedule, Module
 
 from .base import Option, OptionError, Pass
-from .deps import topological_order
+from .deps import refresh_recorded_deps, topological_order
 from .fusion_graph import FusionGraph, FusionNode
 from .fusion_report import Candidate, FunctionReport, Round, Summary
 from .fusion_rules import FusionRules, PeakProfile, Rejection, RuleOptions
@@ -61,6 +62,8 @@ class FusePass(Pass):
         "aggressive": Option(bool, False, "also fuse pointwise nodes that share no buffer when "
                              "their iteration spaces are equal"),
         "rounds": Option(int, 10, "most rounds of fusion"),
+        "reorder": Option(bool, True, "end with a round that reorders a node's loops when that "
+                          "makes its memory deps match a neighbour's, and fuses the pair"),
     }
 
     def __init__(self, **values: Any) -> None:
@@ -83,6 +86,7 @@ class FusePass(Pass):
                 max_size=self.max_size,  # type: ignore[attr-defined]
                 aggressive=self.aggressive and not self.vertical_only,  # type: ignore[attr-defined]
                 max_rounds=self.rounds,  # type: ignore[attr-defined]
+                reorder=self.reorder,  # type: ignore[attr-defined]
                 collect=keep,
                 options=self.option_values(),
             )
@@ -128,6 +132,7 @@ def _fuse_function(
     max_size: int = 256,
     aggressive: bool = False,
     max_rounds: int = 10,
+    reorder: bool = True,
     collect: bool = False,
     options: dict[str, Any] | None = None,
 ) -> FunctionReport:
@@ -141,14 +146,7 @@ def _fuse_function(
     traffic_before = _total_traffic(fg, loops)
     rounds = 0
     if not disable:
-        for number in range(1, max_rounds + 1):
-            rnd = Round(number, len(fg.fnodes))
-            fused = run_round(fg, rules, rnd, collect)
-            rounds = number
-            if collect:
-                report.rounds.append(rnd)
-            if fused == 0 or len(fg.fnodes) == 1:
-                break
+        rounds = _run_rounds(fg, rules, report, collect, max_rounds, reorder)
     write_back(g, fg)
     loops = [f for f in fg.fnodes.values() if f.kind == "loop"]
     report.summary = Summary(
@@ -177,6 +175,41 @@ def _fuse_function(
     return report
 
 
+def _run_rounds(
+    fg: FusionGraph,
+    rules: FusionRules,
+    report: FunctionReport,
+    collect: bool,
+    max_rounds: int,
+    reorder: bool,
+) -> int:
+    """Plain rounds until one fuses nothing (at most ``max_rounds``); then, with ``reorder``, a
+    round that reorders loops to make more pairs legal, and when that fuses something, plain
+    rounds again with what is left of the budget. Returns the number of rounds run."""
+    done = 0
+
+    def one(reordering: bool) -> int:
+        nonlocal done
+        done += 1
+        rnd = Round(done, len(fg.fnodes), reordering=reordering)
+        fused = run_round(fg, rules, rnd, collect, reorder=reordering)
+        if collect:
+            report.rounds.append(rnd)
+        return fused
+
+    def plain(budget: int) -> None:
+        for _ in range(budget):
+            rules.mismatches = 0
+            if one(False) == 0 or len(fg.fnodes) == 1:
+                return
+
+    plain(max_rounds)
+    # only worth a round when the last one met pairs whose memory deps did not match
+    if reorder and len(fg.fnodes) > 1 and rules.mismatches and one(True) > 0 and len(fg.fnodes) > 1:
+        plain(max_rounds - done + 1)
+    return done
+
+
 def _total_traffic(fg: FusionGraph, nodes: list[FusionNode]) -> Any:
     exact: Any = 0
     for f in nodes:
@@ -202,10 +235,12 @@ def check_kernels(module: Module) -> None:
             adopt_kernels(g, fg, FusionRules(fg, RuleOptions()))
 
 
-def adopt_kernels(g: Graph, fg: FusionGraph, rules: FusionRules) -> None:
+def adopt_kernels(
+    g: Graph, fg: FusionGraph, rules: FusionRules, kernels: list[Kernel] | None = None
+) -> None:
     """Make one fusion node of each kernel of the input, checking that it is legal (the checks
     that are heuristics, such as "no shared data", do not apply to what a user wrote)."""
-    for k in g.kernels:
+    for k in g.kernels if kernels is None else kernels:
         members = [fg.pos_of[id(n)] for n in k.nodes]
         f = fg.fnodes[fg.find(members[0])]
         for m in members[1:]:
@@ -238,7 +273,7 @@ def adopt_kernels(g: Graph, fg: FusionGraph, rules: FusionRules) -> None:
 
 
 class _Entry:
-    __slots__ = ("key", "a", "b", "candidate", "ok", "shared")
+    __slots__ = ("key", "a", "b", "candidate", "ok", "shared", "retry")
 
     def __init__(
         self,
@@ -248,6 +283,7 @@ class _Entry:
         candidate: Candidate | None,
         ok: bool,
         shared: bool,
+        retry: bool = False,
     ) -> None:
         self.key = key
         self.a = a
@@ -255,17 +291,22 @@ class _Entry:
         self.candidate = candidate
         self.ok = ok
         self.shared = shared  # found through a buffer both use (a fusion never undoes that)
+        self.retry = retry  # rejected, but to be tried again (reordering loops)
 
 
-def run_round(fg: FusionGraph, rules: FusionRules, rnd: Round, collect: bool) -> int:
-    """Find, score and try the candidate pairs of one round; returns how many fusions it made."""
+def run_round(
+    fg: FusionGraph, rules: FusionRules, rnd: Round, collect: bool, reorder: bool = False
+) -> int:
+    """Find, score and try the candidate pairs of one round; returns how many fusions it made.
+    ``reorder``: a pair whose memory deps do not match is tried again with the loops of one of
+    its nodes (a pointwise node of its own) in another order."""
     rules.profile = PeakProfile(fg)
-    entries = find_candidates(fg, rules, collect)
+    entries = find_candidates(fg, rules, collect, retry=("deps-mismatch",) if reorder else ())
     entries.sort(key=lambda e: e.key)
     fused = 0
     for e in entries:
         c = e.candidate
-        if not e.ok:
+        if not e.ok and not e.retry:
             if c is not None:
                 rnd.candidates.append(c)
             continue
@@ -282,11 +323,31 @@ def run_round(fg: FusionGraph, rules: FusionRules, rnd: Round, collect: bool) ->
         forward: set[int] = set()
         if rejection is None:
             rejection, forward = rules.cycle(a, b)
+        if rejection is not None and reorder and rejection.code == "deps-mismatch":
+            found = try_reordering(fg, rules, a, b)
+            if found is not None:
+                a, b, space, forward, what = found
+                rejection = None
+                if c is not None:
+                    c.reordered = what
+            else:
+                first = rejection
+                tried = any(_reorderable(f) for f in (a, b))
+                note = (
+                    "no loop order of the pointwise node(s) makes them match"
+                    if tried
+                    else "neither can be reordered (a reduction, or a kernel already)"
+                )
+                rejection = Rejection(
+                    "deps-mismatch", lambda first=first, note=note: f"{first.detail}; {note}"
+                )
         if rejection is not None:
             if c is not None:
                 _reject(c, rejection)
                 rnd.candidates.append(c)
             continue
+        if c is not None:
+            c.decision, c.code, c.reason = "fused", None, None
         fg.make_room(a, b, forward)
         merged = fg.merge(a, b, space)
         assert rules.profile is not None
@@ -298,7 +359,55 @@ def run_round(fg: FusionGraph, rules: FusionRules, rnd: Round, collect: bool) ->
     return fused
 
 
-def find_candidates(fg: FusionGraph, rules: FusionRules, collect: bool) -> list[_Entry]:
+def try_reordering(
+    fg: FusionGraph, rules: FusionRules, a: FusionNode, b: FusionNode
+) -> tuple[FusionNode, FusionNode, Any, set[int], str] | None:
+    """Another loop order for the pointwise node of the pair (a fusion node of one node; the
+    consumer first) that makes the pair legal: (a, b, space, forward, what was done), with the
+    node's new order kept, or None with nothing changed. Up to 6 loops are permuted."""
+    for x in (b, a):
+        if not _reorderable(x):
+            continue
+        n = fg.nodes[x.id]
+        assert isinstance(n, LoopNode)
+        old = n.schedule
+        current, _ = n.scheduled_vars()
+        loops = [v for v in current if not (isinstance(dict(n.ranges)[v], int) and dict(n.ranges)[v] == 1)]
+        if not 2 <= len(loops) <= 6:
+            continue
+        sizes = dict(n.ranges)
+        for perm in itertools.permutations(loops):
+            if list(perm) == loops:
+                continue
+            n.schedule = LoopSchedule([Loop((v,), sizes[v]) for v in perm], [])
+            fresh = fg.refresh(x.id)
+            a2, b2 = (fresh, b) if x is a else (a, fresh)
+            rejection, space = rules.check(a2, b2, shared=True)
+            forward: set[int] = set()
+            if rejection is None:
+                rejection, forward = rules.cycle(a2, b2)
+            if rejection is None:
+                from fir.ir.printer import schedule_str
+
+                fg.reordered.add(x.id)
+                return a2, b2, space, forward, f"%{n.results[0].name}: order ({schedule_str(n)})"
+        n.schedule = old
+        restored = fg.refresh(x.id)
+        if x is a:
+            a = restored
+        else:
+            b = restored
+    return None
+
+
+def _reorderable(f: FusionNode) -> bool:
+    """The reordering round permutes the loops of a pointwise node of its own only."""
+    return f.kind == "loop" and not f.is_reduction and len(f.members) == 1
+
+
+def find_candidates(
+    fg: FusionGraph, rules: FusionRules, collect: bool, retry: tuple[str, ...] = ()
+) -> list[_Entry]:
     order = sorted(fg.fnodes.values(), key=lambda f: f.min_order)
     groups: dict[Any, list[FusionNode]] = {}
     for f in order:
@@ -330,7 +439,7 @@ def find_candidates(fg: FusionGraph, rules: FusionRules, collect: bool) -> list[
                             continue
                     elif fg.reaches(a, b) and not b.pred_mask & a.mask:
                         continue
-                _consider(fg, rules, a, b, seen, entries, collect, shared)
+                _consider(fg, rules, a, b, seen, entries, collect, shared, retry)
     return entries
 
 
@@ -343,13 +452,15 @@ def _consider(
     entries: list[_Entry],
     collect: bool,
     shared: bool = False,
+    retry: tuple[str, ...] = (),
 ) -> None:
     key = (a.id, b.id)
     if key in seen or a is b:
         return
     seen.add(key)
     rejection, _ = rules.check(a, b, shared=shared)
-    if rejection is not None and not collect and rejection.code != "order":
+    again = rejection is not None and rejection.code in retry
+    if rejection is not None and not collect and rejection.code != "order" and not again:
         return
     saved, saved_hint, _ = fg.saved_bytes(a, b)
     type_score = 1 if a.is_reduction == b.is_reduction and saved_hint > 0 else 0
@@ -372,9 +483,9 @@ def _consider(
         )
         if rejection is not None:
             _reject(candidate, rejection)
-    entries.append(_Entry(sort_key, a.id, b.id, candidate, rejection is None, shared))
+    entries.append(_Entry(sort_key, a.id, b.id, candidate, rejection is None, shared, again))
     if rejection is not None and rejection.code == "order":
-        _consider(fg, rules, b, a, seen, entries, collect, shared)
+        _consider(fg, rules, b, a, seen, entries, collect, shared, retry)
 
 
 def _kind(f: FusionNode) -> str:
@@ -429,6 +540,10 @@ def write_back(g: Graph, fg: FusionGraph) -> None:
         )
     g.nodes = nodes
     g.kernels = kernels
+    # a node whose loops were reordered has new reads and writes (its canonical variables follow
+    # the new order): a deps clause from before would be stale
+    for k in fg.reordered:
+        refresh_recorded_deps(fg.nodes[k], fg.prefix)
     # a memory plan made for another schedule no longer holds
     for n in nodes:
         for key in PLAN_KEYS:

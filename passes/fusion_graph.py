@@ -102,6 +102,7 @@ class FusionGraph:
         self.names = [n.results[0].name for n in nodes]
         self.pos_of = {id(n): k for k, n in enumerate(nodes)}
         prefix = canonical_prefix(g)
+        self.prefix = prefix
         self.deps = [local_deps(n, prefix) for n in nodes]
         weak = mutation_deps(g)
         self.preds = predecessors(g, weak)
@@ -129,6 +130,7 @@ class FusionGraph:
         self.tpos: dict[int, int] = {k: k for k in range(len(nodes))}
         self.versions = 0
         self._anc_bytes: dict[int, bytes] = {}
+        self.reordered: set[int] = set()  # nodes whose loop order the pass changed
 
     # -- nodes
 
@@ -199,6 +201,18 @@ class FusionGraph:
     def _next_version(self) -> int:
         self.versions += 1
         return self.versions
+
+    def refresh(self, k: int) -> FusionNode:
+        """Recompute node ``k``'s dependencies after its loop order changed (it must be a fusion
+        node of its own); the fusion node is replaced by a new version."""
+        f = self.fnodes[k]
+        assert f.members == [k], "only a fusion node of one node is reordered"
+        self.deps[k] = local_deps(self.nodes[k], self.prefix)
+        fresh = self._single(k, self.nodes[k])
+        fresh.version = self._next_version()
+        fresh.kernel, fresh.kernel_attrs = f.kernel, f.kernel_attrs
+        self.fnodes[k] = fresh
+        return fresh
 
     def find(self, k: int) -> int:
         root = k

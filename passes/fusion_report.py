@@ -34,7 +34,7 @@ class Candidate:
     code: str | None = None  # rejection code
     reason: str | None = None  # rejection reason (title: detail)
     found_as: str = ""  # "(as {…} + %b)" when earlier fusions of the round changed the pair
-    reversed_from: int | None = None  # index of the pair whose order check made this one
+    reordered: str = ""  # "%t: order (i1 < 16, i0 < 16)": the loop order that made the fusion legal
 
     def sort_key(self) -> tuple[int, int, int]:
         return (-self.type_score, -self.saved_hint, self.distance)
@@ -54,6 +54,7 @@ class Candidate:
             "reason_code": self.code,
             "reason": self.reason,
             "tried_as": self.found_as or None,
+            "reordered": self.reordered or None,
         }
 
 
@@ -62,6 +63,7 @@ class Round:
     number: int
     nodes: int  # fusion nodes at the start of the round
     candidates: list[Candidate] = field(default_factory=list)
+    reordering: bool = False  # the round that reorders loops to unlock fusions
 
     @property
     def fused(self) -> int:
@@ -122,14 +124,17 @@ class FunctionReport:
     def text(self) -> str:
         lines: list[str] = []
         for r in self.rounds:
+            what = " (reordering loops)" if r.reordering else ""
             lines.append(
-                f"fuse @{self.func}: round {r.number}: {_count(r.nodes, 'node')}, "
+                f"fuse @{self.func}: round {r.number}{what}: {_count(r.nodes, 'node')}, "
                 f"{_count(len(r.candidates), 'candidate pair')}, {r.fused} fused"
             )
             width = max((len(_pair(c)) for c in r.candidates), default=0)
             for k, c in enumerate(r.candidates, 1):
                 score = f"type={c.type_score} saved={dim_str(c.saved)} distance={c.distance}"
                 decision = "fused" if c.decision == "fused" else f"rejected: {c.reason}"
+                if c.reordered:
+                    decision += f" after reordering {c.reordered}"
                 as_ = f" {c.found_as}" if c.found_as else ""
                 lines.append(
                     f"  #{k:<3} {_pair(c):<{width}}  {c.kind:<10} {c.kinds:<21} [{score}]"
@@ -146,6 +151,7 @@ class FunctionReport:
             "rounds": [
                 {
                     "round": r.number,
+                    "reordering": r.reordering,
                     "nodes": r.nodes,
                     "candidates": [c.to_json() for c in r.candidates],
                 }

@@ -161,6 +161,7 @@ class FusionRules:
         self.profile: PeakProfile | None = None
         self.static: dict[tuple[int, int, int, int], Rejection] = {}
         self.keep_details = False  # set when the rejections go into a report
+        self.mismatches = 0  # pairs rejected for "memory deps did not match" (reordering may help)
 
     def check(
         self, a: FusionNode, b: FusionNode, hand_written: bool = False, shared: bool = False
@@ -175,8 +176,12 @@ class FusionRules:
         key = (a.id, a.version, b.id, b.version)
         known = self.static.get(key)
         if known is not None:
+            if known.code == "deps-mismatch":
+                self.mismatches += 1
             return known, None
         rejection, space = self._check(a, b, False, shared)
+        if rejection is not None and rejection.code == "deps-mismatch":
+            self.mismatches += 1
         if rejection is not None and rejection.code not in DYNAMIC:
             # without a report to write, only the code is kept (one shared object per code:
             # hundreds of thousands of closures would keep the garbage collector busy)

@@ -19,6 +19,7 @@ _PASSES: dict[str, str] = {
     "dce": "fir.passes.dce:DCEPass",
     "plan-memory": "fir.passes.plan_memory:PlanMemoryPass",
     "fuse": "fir.passes.fuse:FusePass",
+    "reorder": "fir.passes.reorder:ReorderPass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline

@@ -1,0 +1,191 @@
+"""Loop orders from access strides: the analysis behind ``reorder`` (and the reordering ``fuse``
+does to unlock a fusion).
+
+For a loop node, every access (each load, and the write of each result) has a *stride* per loop
+variable: how far in the buffer's storage one step of that loop moves it (0: the access does not
+depend on the loop, a broadcast). From those:
+
+* **Order.** Loops of size 1 are dropped (squeezed). The others are sorted, innermost last, by
+  pairwise votes, as Inductor's ``pick_loop_order`` does: loop ``a`` goes inside loop ``b`` when
+  more accesses move less along ``a`` than along ``b`` (an access that does not move along ``b``
+  votes for ``a``); a tie keeps the order of the node's ``over`` ranges. So the loop with stride
+  1 for the most accesses is innermost. Pointwise and reduction loops are ordered separately
+  (reduction loops stay inside).
+* **Merging.** Two neighbouring loops (outer ``o``, inner ``i``) merge when every access is
+  contiguous across them, ``stride(o) == stride(i) * size(i)``, and affine in both (no
+  ``floordiv``/``mod`` of them); merging repeats, so a contiguous 8192 x 4096 pointwise node
+  becomes one loop of 33,554,432.
+* **Tiling hint.** When the accesses disagree on the loop they are contiguous along (a transpose:
+  one access moves by 1 along ``i0``, another along ``i1``), a 2-D tile over those two loops lets
+  both be read in contiguous runs; the hint names the loops and says which accesses want which.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from fir.ir.graph import Loop, LoopNode, LoopSchedule
+from fir.ir.types import Dim, dims_mul
+
+from .deps import _write_access
+from .fusion_graph import hint
+
+
+@dataclass
+class Access:
+    """One access of a node: what it touches (``%x``, or ``%y`` for a write) and its index over
+    the node's own loop variables."""
+
+    label: str
+    index: Any
+    write: bool
+
+    def stride(self, var: Any, variables: list[Any]) -> int:
+        """How far one step of ``var`` moves the access from the origin (size symbols set to
+        their hint): the stride of an affine index, the first step of any other."""
+        if isinstance(self.index, int):
+            return 0
+        base = {v: 0 for v in variables}
+        step = dict(base)
+        step[var] = 1
+        delta = self.index.xreplace(step) - self.index.xreplace(base)
+        return abs(hint(delta)) if not isinstance(delta, int) else abs(delta)
+
+    def affine_in(self, var: Any) -> bool:
+        if isinstance(self.index, int) or var not in self.index.free_symbols:
+            return True
+        import sympy
+        from fir.ir.symbolic import FloorDiv, Modulo
+
+        for f in self.index.atoms(FloorDiv, Modulo, sympy.Min, sympy.Max):
+            if var in f.free_symbols:
+                return False
+        try:
+            return sympy.Poly(self.index, var).degree() <= 1
+        except sympy.PolynomialError:
+            return False
+
+
+def accesses(n: LoopNode) -> list[Access]:
+    """The node's loads (but those through an indirect index, which have no stride) and the
+    writes of its results, each distinct one once."""
+    from fir.ir.symbolic import is_indirect
+
+    assert n.body is not None
+    out: list[Access] = []
+    seen: set[Any] = set()
+    for op in n.body.loads():
+        index = op.index
+        if not isinstance(index, int) and any(is_indirect(s) for s in index.free_symbols):
+            continue
+        assert op.buffer is not None
+        key = (op.buffer.name, index)
+        if key not in seen:
+            seen.add(key)
+            out.append(Access(f"%{op.buffer.name}", index, False))
+    sizes = tuple(s for _, s in n.ranges)
+    variables = tuple(v for v, _ in n.ranges)
+    for r in n.results:
+        t = r.type
+        index, _ = _write_access(sizes, variables, t.dtype, t.shape, t.layout)
+        out.append(Access(f"%{r.name}", index, True))
+    return out
+
+
+@dataclass
+class Plan:
+    """A loop node's chosen schedule and, maybe, a 2-D tiling hint."""
+
+    schedule: LoopSchedule
+    tile: tuple[str, str] | None = None
+    tile_reason: str = ""
+
+
+def plan_loops(n: LoopNode, keep_order: bool = False, merge: bool = True) -> Plan:
+    """The schedule the strides of ``n``'s accesses ask for. ``keep_order``: keep the order the
+    loops run in now (only squeeze and merge), as in a kernel whose nodes must keep agreeing."""
+    acc = accesses(n)
+    sizes = dict(n.ranges + n.reduction_ranges)
+    all_vars = [v for v, _ in n.ranges + n.reduction_ranges]
+    strides = [{v: a.stride(v, all_vars) for v in all_vars} for a in acc]
+    current_pw, current_red = n.scheduled_vars()
+
+    def order(variables: list[Any]) -> list[Any]:
+        kept = [v for v in variables if not _is_one(sizes[v])]
+        if keep_order:
+            return kept
+        position = {v: k for k, v in enumerate(kept)}
+
+        def inner_first(a: Any, b: Any) -> int:
+            a_votes = sum(1 for s in strides if s[b] == 0 or (s[a] != 0 and s[a] < s[b]))
+            b_votes = sum(1 for s in strides if s[a] == 0 or (s[b] != 0 and s[b] < s[a]))
+            if a_votes != b_votes:
+                return -1 if a_votes > b_votes else 1
+            return position[b] - position[a]  # a tie: the later loop stays inside
+
+        inner_to_outer = sorted(kept, key=functools.cmp_to_key(inner_first))
+        return list(reversed(inner_to_outer))
+
+    def merged(variables: list[Any]) -> list[Loop]:
+        loops: list[list[Any]] = []
+        for v in variables:
+            if merge and loops and _contiguous(loops[-1][-1], v, sizes, acc, all_vars):
+                loops[-1].append(v)
+            else:
+                loops.append([v])
+        return [Loop(tuple(vs), dims_mul(sizes[v] for v in vs)) for vs in loops]
+
+    pw = order(current_pw if keep_order else [v for v, _ in n.ranges])
+    red = order(current_red if keep_order else [v for v, _ in n.reduction_ranges])
+    plan = Plan(LoopSchedule(merged(pw), merged(red)))
+    _tile_hint(plan, pw, acc, strides)
+    return plan
+
+
+def _is_one(size: Dim) -> bool:
+    return isinstance(size, int) and size == 1
+
+
+def _contiguous(outer: Any, inner: Any, sizes: dict[Any, Dim], acc: list[Access], all_vars: list[Any]) -> bool:
+    """Whether every access moves across ``outer`` exactly as it would continue along
+    ``inner``: one loop over both visits the same addresses in the same order."""
+    import sympy
+
+    for a in acc:
+        if isinstance(a.index, int):
+            continue
+        if not (a.affine_in(outer) and a.affine_in(inner)):
+            return False
+        so = sympy.expand(a.index).coeff(outer)
+        si = sympy.expand(a.index).coeff(inner)
+        if sympy.expand(so - si * sizes[inner]) != 0:
+            return False
+    return True
+
+
+def _tile_hint(plan: Plan, pointwise: list[Any], acc: list[Access], strides: list[dict[Any, int]]) -> None:
+    """Record a 2-D tile when the accesses are contiguous along different pointwise loops."""
+    if len(pointwise) < 2:
+        return
+    along: dict[Any, list[str]] = {}
+    for a, s in zip(acc, strides):
+        moving = [(s[v], k, v) for k, v in enumerate(pointwise) if s[v] != 0]
+        if not moving:
+            continue
+        smallest = min(moving)[2]
+        if s[smallest] == 1:
+            along.setdefault(smallest, []).append(f"{a.label} ({'written' if a.write else 'read'})")
+    if len(along) < 2:
+        return
+    innermost = pointwise[-1]
+    others = [v for v in pointwise[:-1] if v in along]
+    if innermost not in along or not others:
+        return
+    other = others[-1]
+    plan.tile = (other.name, innermost.name)
+    plan.tile_reason = (
+        f"contiguous along {other.name}: {', '.join(along[other])}; "
+        f"along {innermost.name}: {', '.join(along[innermost])}"
+    )
