@@ -166,26 +166,28 @@ def _contiguous(outer: Any, inner: Any, sizes: dict[Any, Dim], acc: list[Access]
 
 
 def _tile_hint(plan: Plan, pointwise: list[Any], acc: list[Access], strides: list[dict[Any, int]]) -> None:
-    """Record a 2-D tile when the accesses are contiguous along different pointwise loops."""
+    """Record a 2-D tile when one access is contiguous along the innermost pointwise loop and
+    another moves by more than one along it but is contiguous along another loop (a transpose).
+    An access that does not move along the innermost loop (a broadcast of a row's value) is
+    served from the same element and asks for nothing."""
     if len(pointwise) < 2:
         return
-    along: dict[Any, list[str]] = {}
-    for a, s in zip(acc, strides):
-        moving = [(s[v], k, v) for k, v in enumerate(pointwise) if s[v] != 0]
-        if not moving:
-            continue
-        smallest = min(moving)[2]
-        if s[smallest] == 1:
-            along.setdefault(smallest, []).append(f"{a.label} ({'written' if a.write else 'read'})")
-    if len(along) < 2:
-        return
     innermost = pointwise[-1]
-    others = [v for v in pointwise[:-1] if v in along]
-    if innermost not in along or not others:
+    with_inner: list[str] = []
+    across: dict[Any, list[str]] = {}
+    for a, s in zip(acc, strides):
+        label = f"{a.label} ({'written' if a.write else 'read'})"
+        if s[innermost] == 1:
+            with_inner.append(label)
+        elif s[innermost] > 1:
+            along = [v for v in pointwise[:-1] if s[v] == 1]
+            if along:
+                across.setdefault(along[-1], []).append(label)
+    if not with_inner or not across:
         return
-    other = others[-1]
+    other = max(across, key=lambda v: (len(across[v]), pointwise.index(v)))
     plan.tile = (other.name, innermost.name)
     plan.tile_reason = (
-        f"contiguous along {other.name}: {', '.join(along[other])}; "
-        f"along {innermost.name}: {', '.join(along[innermost])}"
+        f"contiguous along {other.name}: {', '.join(across[other])}; "
+        f"along {innermost.name}: {', '.join(with_inner)}"
     )

@@ -26,7 +26,7 @@ _PASSES: dict[str, str] = {
 _PIPELINES: dict[str, str] = {
     "cleanup": "canonicalize,cse,canonicalize",
     "lowering": "decompose,lower,inline,deps,dce,plan-memory",
-    "fusion": "decompose,lower,inline,deps,dce,fuse,plan-memory",
+    "fusion": "decompose,lower,inline,deps,dce,fuse,reorder,plan-memory",
 }
 
 _SUMMARIES: dict[str, str] = {}
