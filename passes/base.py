@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -51,3 +54,17 @@ class Pass:
 
 def _attr_name(option: str) -> str:
     return option.replace("-", "_")
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a pass allocates many small objects it frees by
+    reference counting: on large graphs the collections they trigger find nothing to free and
+    cost more than the pass (``fuse`` on 10,000 nodes: 1.7 s with them, 1.0 s without)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

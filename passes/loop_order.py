@@ -42,11 +42,22 @@ class Access:
     index: Any
     write: bool
 
+    def coefficients(self) -> dict[Any, Any]:
+        """The coefficient of each loop variable the index is affine in; a variable inside a
+        ``floordiv``, ``mod``, ``min``, ``max`` or a product of variables maps to None."""
+        return _coefficients(self.index)
+
     def stride(self, var: Any, variables: list[Any]) -> int:
-        """How far one step of ``var`` moves the access from the origin (size symbols set to
-        their hint): the stride of an affine index, the first step of any other."""
+        """How far one step of ``var`` moves the access (size symbols set to their hint): the
+        coefficient of an affine index, else the first step from the origin."""
         if isinstance(self.index, int):
             return 0
+        coeffs = self.coefficients()
+        if var not in coeffs:
+            return 0
+        c = coeffs[var]
+        if c is not None:
+            return abs(hint(c)) if not isinstance(c, int) else abs(c)
         base = {v: 0 for v in variables}
         step = dict(base)
         step[var] = 1
@@ -54,18 +65,43 @@ class Access:
         return abs(hint(delta)) if not isinstance(delta, int) else abs(delta)
 
     def affine_in(self, var: Any) -> bool:
-        if isinstance(self.index, int) or var not in self.index.free_symbols:
+        if isinstance(self.index, int):
             return True
-        import sympy
-        from fir.ir.symbolic import FloorDiv, Modulo
+        coeffs = self.coefficients()
+        return var not in coeffs or coeffs[var] is not None
 
-        for f in self.index.atoms(FloorDiv, Modulo, sympy.Min, sympy.Max):
-            if var in f.free_symbols:
-                return False
-        try:
-            return sympy.Poly(self.index, var).degree() <= 1
-        except sympy.PolynomialError:
-            return False
+
+@functools.lru_cache(maxsize=16384)
+def _coefficients(index: Any) -> dict[Any, Any]:
+    """Loop variable -> its coefficient in ``index`` (None where ``index`` is not affine in it).
+    The same index recurs across nodes: cached."""
+    out: dict[Any, Any] = {}
+    if isinstance(index, int):
+        return out
+    import sympy
+    from fir.ir.symbolic import FloorDiv, Modulo
+
+    expr = sympy.expand(index)
+    nonaffine: set[Any] = set()
+    for f in expr.atoms(FloorDiv, Modulo, sympy.Min, sympy.Max):
+        nonaffine |= {v for v in f.free_symbols if _is_loop_var(v)}
+    for term in sympy.Add.make_args(expr):
+        factors = sympy.Mul.make_args(term)
+        loops = [f for f in factors if _is_loop_var(f)]
+        if len(loops) > 1:  # a product of loop variables
+            nonaffine |= set(loops)
+        elif loops:
+            var = loops[0]
+            coeff = sympy.Mul(*[f for f in factors if f is not var])
+            out[var] = out.get(var, 0) + coeff
+    for v in nonaffine:
+        out[v] = None
+    return out
+
+
+def _is_loop_var(x: Any) -> bool:
+    # loop variables are non-negative integer symbols; size symbols are positive ones
+    return bool(getattr(x, "is_Symbol", False) and x.is_nonnegative and not x.is_positive)
 
 
 def accesses(n: LoopNode) -> list[Access]:
@@ -158,8 +194,9 @@ def _contiguous(outer: Any, inner: Any, sizes: dict[Any, Dim], acc: list[Access]
             continue
         if not (a.affine_in(outer) and a.affine_in(inner)):
             return False
-        so = sympy.expand(a.index).coeff(outer)
-        si = sympy.expand(a.index).coeff(inner)
+        coeffs = a.coefficients()
+        so = coeffs.get(outer, 0)
+        si = coeffs.get(inner, 0)
         if sympy.expand(so - si * sizes[inner]) != 0:
             return False
     return True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fir.ir.graph import Graph, Kernel, LoopNode, Module
 
-from .base import Option, Pass
+from .base import Option, Pass, paused_gc
 from .deps import canonical_prefix, refresh_recorded_deps
 from .loop_order import Plan, plan_loops
 
@@ -29,7 +29,8 @@ class ReorderPass(Pass):
 
     def apply(self, module: Module) -> Module:
         for g in module.funcs:
-            counts = reorder_graph(g, merge=self.merge, tile=self.tile)  # type: ignore[attr-defined]
+            with paused_gc():
+                counts = reorder_graph(g, merge=self.merge, tile=self.tile)  # type: ignore[attr-defined]
             for key, value in counts.items():
                 self.statistics[key] = self.statistics.get(key, 0) + value
         return module
@@ -47,7 +48,7 @@ def reorder_graph(g: Graph, merge: bool = True, tile: bool = True) -> dict[str, 
         if k is not None:
             if id(k) not in done:
                 done.add(id(k))
-                _reorder_kernel(g, k, merge, tile, counts)
+                _reorder_kernel(g, k, merge, tile, counts, prefix)
             continue
         _apply(n, plan_loops(n, merge=merge), tile, counts)
     for n in g.nodes:
@@ -55,7 +56,7 @@ def reorder_graph(g: Graph, merge: bool = True, tile: bool = True) -> dict[str, 
     return counts
 
 
-def kernel_problem(g: Graph, k: Kernel) -> str | None:
+def kernel_problem(g: Graph, k: Kernel, prefix: str | None = None) -> str | None:
     """What a schedule change can break in a kernel: its nodes' iteration spaces, and every
     read of what an earlier node of the kernel writes being of the element computed at the same
     point (the MemoryDeps, over each node's loops in the order they run, must match). None when
@@ -68,7 +69,8 @@ def kernel_problem(g: Graph, k: Kernel) -> str | None:
     info, _, why = kernel_space(k)
     if info is None:
         return f"incompatible iteration spaces: {why}"
-    prefix = canonical_prefix(g)
+    if prefix is None:
+        prefix = canonical_prefix(g)
     writes: dict[str, list] = {}
     for n in k.nodes:
         d = local_deps(n, prefix)
@@ -81,13 +83,15 @@ def kernel_problem(g: Graph, k: Kernel) -> str | None:
     return None
 
 
-def _reorder_kernel(g: Graph, k: Kernel, merge: bool, tile: bool, counts: dict[str, int]) -> None:
+def _reorder_kernel(
+    g: Graph, k: Kernel, merge: bool, tile: bool, counts: dict[str, int], prefix: str
+) -> None:
     members = [n for n in k.nodes if isinstance(n, LoopNode)]
     old = {id(n): n.schedule for n in members}
     plans = {id(n): plan_loops(n, merge=merge) for n in members}
     for n in members:
         n.schedule = plans[id(n)].schedule
-    if kernel_problem(g, k) is not None:
+    if kernel_problem(g, k, prefix) is not None:
         # the new orders would break the kernel: keep the order its nodes run in now
         counts["kept-for-kernels"] += 1
         for n in members:
