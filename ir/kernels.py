@@ -158,15 +158,21 @@ def loops_split(sizes: tuple[Dim, ...], numel: Dim, rnumel: Dim) -> bool:
 
 
 def kernel_space(k: Kernel) -> tuple[SpaceInfo | None, Node | None, str]:
-    """The space of kernel ``k`` from its members, or (None, the first member that does not fit
-    the ones before it, why)."""
-    info: SpaceInfo | None = None
+    """The space of kernel ``k`` from its members, or (None, a member that does not fit, why).
+    It does not depend on the members' order: a kernel with a reduction has the reduction's
+    space and every other member must fit it; a pointwise kernel's members have one size."""
+    infos: list[tuple[Node, SpaceInfo]] = []
     for n in k.nodes:
         if not isinstance(n, LoopNode):
             return None, n, "only loop nodes run in a kernel"
-        here = node_space_info(n)
-        if info is None:
-            info = here
+        infos.append((n, node_space_info(n)))
+    if not infos:
+        return None, None, "a kernel needs at least one node"
+    reductions = [(n, i) for n, i in infos if i.space.reduction]
+    base = reductions[0][1] if reductions else infos[0][1]
+    info = base
+    for n, here in infos:
+        if here is base:
             continue
         joined, why = join_spaces(info, here)
         if joined is None:

@@ -474,7 +474,7 @@ class _GraphVerifier:
             if info is None:
                 assert bad is not None
                 raise self.error(
-                    f"{where}: {bad.describe()} cannot run in one kernel with the nodes before it: "
+                    f"{where}: {bad.describe()} does not fit the kernel's iteration space: "
                     f"incompatible iteration spaces: {why}",
                     bad.loc,
                     bad,

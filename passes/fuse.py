@@ -230,7 +230,17 @@ def adopt_kernels(
 ) -> None:
     """Make one fusion node of each kernel of the input, checking that it is legal (the checks
     that are heuristics, such as "no shared data", do not apply to what a user wrote)."""
+    from fir.ir.kernels import kernel_space
+
     for k in g.kernels if kernels is None else kernels:
+        # the iteration space of the whole kernel first (a pointwise node may fit only the
+        # reduction written after it); then the nodes one by one, in the order they run
+        info, bad, why = kernel_space(k)
+        if info is None:
+            raise FirError(
+                f"kernel @{k.name} is not legal: incompatible iteration spaces: {why}",
+                (bad.loc if bad is not None else None) or k.loc,
+            )
         members = [fg.pos_of[id(n)] for n in k.nodes]
         f = fg.fnodes[fg.find(members[0])]
         for m in members[1:]:
@@ -248,6 +258,7 @@ def adopt_kernels(
                 )
             fg.make_room(f, other, forward)
             f = fg.merge(f, other, space)
+        f.space = info
         f.kernel = k.name
         f.kernel_attrs = dict(k.attrs)
         if f.nofuse and len(f.members) > 1:

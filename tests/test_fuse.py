@@ -556,3 +556,37 @@ def test_doc_kernel_examples_parse_and_are_legal(doc: str) -> None:
         check_kernels(m)
         assert print_module(m) == block, "the example is not in canonical form"
         run_graph(m.funcs[0], example_inputs(m), kernels="tiled")
+
+
+def test_kernel_space_does_not_depend_on_member_order() -> None:
+    """A kernel whose first nodes are pointwise nodes of different sizes, which only the
+    reduction written after them reconciles (found by the property tests)."""
+    text = """
+func @k(%x: f32[3]) -> (f32[1], f32[]) {
+  kernel @k0 local (%b) {
+    %a = pointwise : f32[1] over (i0 < 1) {
+      %0 = load %x[0]
+      %1 = neg %0
+      yield %1
+    }
+    %b = pointwise : f32[3] over (i0 < 3) {
+      %0 = load %x[i0]
+      %1 = tanh %0
+      yield %1
+    }
+    %s = reduction prod : f32[] over (; r0 < 3) {
+      %0 = load %b[r0]
+      yield %0
+    }
+  }
+  return %a, %s
+}
+"""
+    m = parse_module(text)
+    verify_module(m)
+    check_kernels(m)
+    assert "kernel @k0 over (1; 3) local (%b) {" in print_module(m)
+    x = torch.randn(3)
+    a, s = run_graph(m.funcs[0], [x], kernels="tiled")
+    torch.testing.assert_close(s, torch.tanh(x).prod())
+    round_trip(run(m, "fuse,reorder"))
