@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks" / "pipeline.md"
 PASSES = ["decompose", "lower", "inline", "deps", "dce", "plan-memory"]
 
+
 def transformer_program(num_ops: int) -> str:
     """About ``num_ops`` tensor ops of transformer-like blocks, all reading the same weights."""
     sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -43,9 +43,7 @@ def transformer_blocks(blocks: int, shared: bool = False) -> str:
     count = 1 if shared else blocks
     weights = ", ".join(WEIGHTS.format(w=w) for w in range(count))
     head = f"func @blocks(%h0: f32[128, 256], {weights}) -> (f32[128, 256]) {{"
-    body = "".join(
-        BLOCK.format(j=k, k=k + 1, w=0 if shared else k) for k in range(blocks)
-    )
+    body = "".join(BLOCK.format(j=k, k=k + 1, w=0 if shared else k) for k in range(blocks))
     return f"{head}\n{body}  return %h{blocks}\n}}\n"
 
 

@@ -852,7 +852,9 @@ class _BodyEval:
         written = tile.written.get(id(buf))
         grid = [self.run_.dim(s) for _, s in self.node.ranges + self.node.reduction_ranges]
         pw = len(self.node.ranges)
-        inside = tile.inside.reshape([self.run_.dim(s) for _, s in self.node.ranges] + [1] * (len(grid) - pw))
+        inside = tile.inside.reshape(
+            [self.run_.dim(s) for _, s in self.node.ranges] + [1] * (len(grid) - pw)
+        )
         idx = idx.expand(grid) if idx.dim() else idx.expand(grid) if grid else idx
         checked = inside.expand(grid) if grid else inside.reshape(())
         if mask is not None:
@@ -860,7 +862,11 @@ class _BodyEval:
         if written is None:
             ok = torch.zeros_like(checked)
         else:
-            ok = written[idx.clamp(0, max(written.numel() - 1, 0))] if written.numel() else torch.zeros_like(checked)
+            ok = (
+                written[idx.clamp(0, max(written.numel() - 1, 0))]
+                if written.numel()
+                else torch.zeros_like(checked)
+            )
         bad = checked & ~ok
         if bool(bad.any()):
             pos = self.first(bad)
@@ -922,7 +928,11 @@ class _Tile:
     """What a kernel run tiled knows while one of its nodes runs on one tile."""
 
     def __init__(
-        self, kernel: Any, produced: set[int], written: dict[int, torch.Tensor], inside: torch.Tensor
+        self,
+        kernel: Any,
+        produced: set[int],
+        written: dict[int, torch.Tensor],
+        inside: torch.Tensor,
     ) -> None:
         self.kernel = kernel
         self.produced = produced  # ids of the kernel nodes' results

@@ -195,7 +195,9 @@ def readers_of(g: Graph) -> dict[int, list[Node]]:
     return g.users()
 
 
-def local_candidates(g: Graph, k: Kernel, readers: dict[int, list[Node]] | None = None) -> list[Value]:
+def local_candidates(
+    g: Graph, k: Kernel, readers: dict[int, list[Node]] | None = None
+) -> list[Value]:
     """Member results that only members read (or nothing reads) and the function does not
     return: the buffers the kernel never needs to write to memory."""
     if readers is None:

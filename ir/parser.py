@@ -317,7 +317,9 @@ class _Builder(Transformer):
         if over is not None:
             over = (
                 self.as_size(over[0], name_tok, "a kernel's number of elements"),
-                None if over[1] is None else self.as_size(over[1], name_tok, "a kernel's reduction size"),
+                None
+                if over[1] is None
+                else self.as_size(over[1], name_tok, "a kernel's reduction size"),
             )
         k = Kernel(name, loc=self.loc(kw), over=over, attrs=dict(attrs) if attrs else {})
         self.kernel = k
@@ -479,7 +481,9 @@ class _Builder(Transformer):
                 loops.append(c)
         return _Order(kw, loops, reduction)
 
-    def schedule(self, order: _Order, reduction: str | None, ranges: list[Any], red: list[Any]) -> LoopSchedule:
+    def schedule(
+        self, order: _Order, reduction: str | None, ranges: list[Any], red: list[Any]
+    ) -> LoopSchedule:
         """Check an ``order (…)`` clause against the node's loops and build its schedule."""
         from .kernels import dims_equal
 

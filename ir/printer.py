@@ -124,8 +124,10 @@ def schedule_str(n: LoopNode) -> str:
     def loops(items: Any) -> str:
         parts = []
         for loop in items:
-            names = loop.vars[0].name if len(loop.vars) == 1 else (
-                "[" + ", ".join(v.name for v in loop.vars) + "]"
+            names = (
+                loop.vars[0].name
+                if len(loop.vars) == 1
+                else ("[" + ", ".join(v.name for v in loop.vars) + "]")
             )
             parts.append(f"{names} < {dim_str(loop.size)}")
         return ", ".join(parts)

@@ -373,7 +373,9 @@ class _GraphVerifier:
                     raise self.error("a loop of the order runs over no variable", loc, n)
                 for v in loop.vars:
                     if v not in sizes:
-                        raise self.error(f"'{v.name}' in the order is not a loop of this node", loc, n)
+                        raise self.error(
+                            f"'{v.name}' in the order is not a loop of this node", loc, n
+                        )
                     if v in seen:
                         raise self.error(f"loop '{v.name}' appears twice in the order", loc, n)
                     if (v in pointwise) != (part == "pointwise"):
@@ -404,10 +406,12 @@ class _GraphVerifier:
             or not all(isinstance(x, str) for x in v)
             or v[0] == v[1]
         ):
-            raise self.error("'tile' must name two pointwise loops: tile = [\"i0\", \"i1\"]", loc, n)
+            raise self.error('\'tile\' must name two pointwise loops: tile = ["i0", "i1"]', loc, n)
         for x in v:
             if x not in names:
-                raise self.error(f"'tile' names '{x}', which is not a pointwise loop of this node", loc, n)
+                raise self.error(
+                    f"'tile' names '{x}', which is not a pointwise loop of this node", loc, n
+                )
 
     # -- fusion: user control and kernels
 
@@ -453,10 +457,14 @@ class _GraphVerifier:
             for j, n in enumerate(k.nodes):
                 at = pos_of.get(id(n))
                 if at is None:
-                    raise self.error(f"{where} holds {n.describe()}, which is not in @{g.name}", k.loc)
+                    raise self.error(
+                        f"{where} holds {n.describe()}, which is not in @{g.name}", k.loc
+                    )
                 if id(n) in owner:
                     raise self.error(
-                        f"{n.describe()} is in two kernels (@{owner[id(n)]} and @{k.name})", n.loc, n
+                        f"{n.describe()} is in two kernels (@{owner[id(n)]} and @{k.name})",
+                        n.loc,
+                        n,
                     )
                 owner[id(n)] = k.name
                 if start is None or at != start + j:

@@ -50,19 +50,32 @@ class FusePass(Pass):
     name = "fuse"
     summary = "group loop nodes into kernels (Inductor's fuse_nodes), explaining every decision"
     options = {
-        "explain": Option(bool, False, "print every candidate pair of every round with its "
-                          "score and decision, and a summary (stderr)"),
+        "explain": Option(
+            bool,
+            False,
+            "print every candidate pair of every round with its "
+            "score and decision, and a summary (stderr)",
+        ),
         "disable": Option(bool, False, "fuse nothing (hand-written kernels are still checked)"),
-        "vertical-only": Option(bool, False, "fuse only a node with a node it depends on "
-                                "(same as horizontal=false)"),
-        "horizontal": Option(bool, True, "fuse nodes that share inputs but depend on each other "
-                             "in no way"),
+        "vertical-only": Option(
+            bool, False, "fuse only a node with a node it depends on (same as horizontal=false)"
+        ),
+        "horizontal": Option(
+            bool, True, "fuse nodes that share inputs but depend on each other in no way"
+        ),
         "max-size": Option(int, 256, "most nodes in one kernel"),
-        "aggressive": Option(bool, False, "also fuse pointwise nodes that share no buffer when "
-                             "their iteration spaces are equal"),
+        "aggressive": Option(
+            bool,
+            False,
+            "also fuse pointwise nodes that share no buffer when their iteration spaces are equal",
+        ),
         "rounds": Option(int, 10, "most rounds of fusion"),
-        "reorder": Option(bool, True, "end with a round that reorders a node's loops when that "
-                          "makes its memory deps match a neighbour's, and fuses the pair"),
+        "reorder": Option(
+            bool,
+            True,
+            "end with a round that reorders a node's loops when that "
+            "makes its memory deps match a neighbour's, and fuses the pair",
+        ),
     }
 
     def __init__(self, **values: Any) -> None:
@@ -312,8 +325,12 @@ def run_round(
                 rnd.candidates.append(c)
             continue
         a, b = fg.node_of(e.a), fg.node_of(e.b)
-        if c is not None and (a.id != e.a or b.id != e.b or len(a.members) != len(c.node1)
-                              or len(b.members) != len(c.node2)):
+        if c is not None and (
+            a.id != e.a
+            or b.id != e.b
+            or len(a.members) != len(c.node1)
+            or len(b.members) != len(c.node2)
+        ):
             c.found_as = f"(as {fg.label(a)} + {fg.label(b)})"
         rejection: Rejection | None
         if a is b:
@@ -373,7 +390,11 @@ def try_reordering(
         assert isinstance(n, LoopNode)
         old = n.schedule
         current, _ = n.scheduled_vars()
-        loops = [v for v in current if not (isinstance(dict(n.ranges)[v], int) and dict(n.ranges)[v] == 1)]
+        loops = [
+            v
+            for v in current
+            if not (isinstance(dict(n.ranges)[v], int) and dict(n.ranges)[v] == 1)
+        ]
         if not 2 <= len(loops) <= 6:
             continue
         sizes = dict(n.ranges)
@@ -532,9 +553,7 @@ def write_back(g: Graph, fg: FusionGraph) -> None:
                 counter += 1
             name = f"k{counter}"
             taken.add(name)
-        local = [
-            r for n in members for r in n.results if fg.is_local_after(r.name, f.id)
-        ]
+        local = [r for n in members for r in n.results if fg.is_local_after(r.name, f.id)]
         before = old.get(name)
         kernels.append(
             Kernel(name, members, local, dict(f.kernel_attrs), loc=before.loc if before else None)

@@ -260,7 +260,9 @@ class FusionGraph:
         exact: Dim = 0
         total = 0
         shared = False
-        small, big = (a, b) if len(a.reads) + len(a.writes) <= len(b.reads) + len(b.writes) else (b, a)
+        small, big = (
+            (a, b) if len(a.reads) + len(a.writes) <= len(b.reads) + len(b.writes) else (b, a)
+        )
         ids = (a.id, b.id)
         for buf in small.used_buffers():
             if buf not in big.reads and buf not in big.writes:

@@ -207,7 +207,10 @@ def _graph_dot(g: Graph) -> list[str]:
     from fir.ir.kernels import describe_over, kernel_space, over_of
 
     prefix = g.name + "/"
-    out = [f"  subgraph {_quote('cluster_func_' + g.name)} {{", f"    label={_quote('@' + g.name)};"]
+    out = [
+        f"  subgraph {_quote('cluster_func_' + g.name)} {{",
+        f"    label={_quote('@' + g.name)};",
+    ]
     for a in g.args:
         out.append(
             f"    {_quote(prefix + a.name)} [shape=oval, label={_quote(f'%{a.name}: {a.type}')}];"
@@ -255,7 +258,7 @@ def _graph_dot(g: Graph) -> list[str]:
         for src_name in sources:
             out.append(f"    {_quote(prefix + src_name)} -> {_quote(prefix + n.results[0].name)};")
     ret = prefix + "return"
-    out.append(f"    {_quote(ret)} [shape=plaintext, label=\"return\"];")
+    out.append(f'    {_quote(ret)} [shape=plaintext, label="return"];')
     for v in g.outputs:
         src = producer.get(id(v))
         src_name = src.results[0].name if src is not None else v.name

@@ -203,8 +203,10 @@ class FusionRules:
             return (
                 Rejection(
                     "order",
-                    lambda: f"{fg.label(b)} must run before {fg.label(a)}, which depends on it "
-                    "(the pair is tried the other way round too)",
+                    lambda: (
+                        f"{fg.label(b)} must run before {fg.label(a)}, which depends on it "
+                        "(the pair is tried the other way round too)"
+                    ),
                 ),
                 None,
             )
@@ -228,8 +230,9 @@ class FusionRules:
                 return (
                     Rejection(
                         "no-shared-data",
-                        lambda: f"{fg.label(a)} and {fg.label(b)} read and write no common "
-                        f"buffer{hint}",
+                        lambda: (
+                            f"{fg.label(a)} and {fg.label(b)} read and write no common buffer{hint}"
+                        ),
                     ),
                     None,
                 )
@@ -246,8 +249,10 @@ class FusionRules:
                 return (
                     Rejection(
                         "horizontal",
-                        lambda: f"no dependency joins {fg.label(a)} and {fg.label(b)} "
-                        "(horizontal=false)",
+                        lambda: (
+                            f"no dependency joins {fg.label(a)} and {fg.label(b)} "
+                            "(horizontal=false)"
+                        ),
                     ),
                     None,
                 )
@@ -358,9 +363,11 @@ class FusionRules:
         peak = profile.peak
         return Rejection(
             "peak-memory",
-            lambda: f"{fg.label(late)}'s results ({extra} bytes) would be live from "
-            f"{fg.label(early)} on, {hi - lo} step(s) earlier, across a point where {busiest} "
-            f"bytes are live: peak {peak} -> {busiest + extra} bytes",
+            lambda: (
+                f"{fg.label(late)}'s results ({extra} bytes) would be live from "
+                f"{fg.label(early)} on, {hi - lo} step(s) earlier, across a point where {busiest} "
+                f"bytes are live: peak {peak} -> {busiest + extra} bytes"
+            ),
         )
 
     def cycle(self, a: FusionNode, b: FusionNode) -> tuple[Rejection | None, set[int]]:
@@ -375,8 +382,10 @@ class FusionRules:
         return (
             Rejection(
                 "cycle",
-                lambda: f"a path from {fg.label(early)} reaches {fg.label(late)} through "
-                f"{fg.label(via)}, joined by kernels formed earlier",
+                lambda: (
+                    f"a path from {fg.label(early)} reaches {fg.label(late)} through "
+                    f"{fg.label(via)}, joined by kernels formed earlier"
+                ),
             ),
             forward,
         )

@@ -184,7 +184,9 @@ def _is_one(size: Dim) -> bool:
     return isinstance(size, int) and size == 1
 
 
-def _contiguous(outer: Any, inner: Any, sizes: dict[Any, Dim], acc: list[Access], all_vars: list[Any]) -> bool:
+def _contiguous(
+    outer: Any, inner: Any, sizes: dict[Any, Dim], acc: list[Access], all_vars: list[Any]
+) -> bool:
     """Whether every access moves across ``outer`` exactly as it would continue along
     ``inner``: one loop over both visits the same addresses in the same order."""
     import sympy
@@ -202,7 +204,9 @@ def _contiguous(outer: Any, inner: Any, sizes: dict[Any, Dim], acc: list[Access]
     return True
 
 
-def _tile_hint(plan: Plan, pointwise: list[Any], acc: list[Access], strides: list[dict[Any, int]]) -> None:
+def _tile_hint(
+    plan: Plan, pointwise: list[Any], acc: list[Access], strides: list[dict[Any, int]]
+) -> None:
     """Record a 2-D tile when one access is contiguous along the innermost pointwise loop and
     another moves by more than one along it but is contiguous along another loop (a transpose).
     An access that does not move along the innermost loop (a broadcast of a row's value) is

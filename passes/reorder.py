@@ -21,10 +21,16 @@ from .loop_order import Plan, plan_loops
 
 class ReorderPass(Pass):
     name = "reorder"
-    summary = "order each loop node's loops by access strides; squeeze, merge; record 2-D tiling hints"
+    summary = (
+        "order each loop node's loops by access strides; squeeze, merge; record 2-D tiling hints"
+    )
     options = {
-        "merge": Option(bool, True, "merge neighbouring loops that are contiguous for every access"),
-        "tile": Option(bool, True, "record a 2-D tiling hint where accesses disagree on the contiguous loop"),
+        "merge": Option(
+            bool, True, "merge neighbouring loops that are contiguous for every access"
+        ),
+        "tile": Option(
+            bool, True, "record a 2-D tiling hint where accesses disagree on the contiguous loop"
+        ),
     }
 
     def apply(self, module: Module) -> Module:
@@ -109,9 +115,13 @@ def _apply(n: LoopNode, plan: Plan, tile: bool, counts: dict[str, int]) -> None:
     kept = [v for v in before if v in set(after)]
     if kept != after:
         counts["reordered"] += 1
-    counts["merged"] += sum(len(loop.vars) - 1 for loop in plan.schedule.loops + plan.schedule.reduction)
-    counts["squeezed"] += len(n.ranges) + len(n.reduction_ranges) - sum(
-        len(loop.vars) for loop in plan.schedule.loops + plan.schedule.reduction
+    counts["merged"] += sum(
+        len(loop.vars) - 1 for loop in plan.schedule.loops + plan.schedule.reduction
+    )
+    counts["squeezed"] += (
+        len(n.ranges)
+        + len(n.reduction_ranges)
+        - sum(len(loop.vars) for loop in plan.schedule.loops + plan.schedule.reduction)
     )
     n.attrs.pop("tile", None)
     n.attrs.pop("tile_reason", None)

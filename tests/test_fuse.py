@@ -285,7 +285,9 @@ func @f(%x: f32[4, 8]) -> (f32[4]) {
 
 
 def lowered_example(name: str, inline: str = "inline{disable}") -> Module:
-    return run(parse_file(os.path.join(ROOT, "examples", name)), f"decompose,lower,{inline},deps,dce")
+    return run(
+        parse_file(os.path.join(ROOT, "examples", name)), f"decompose,lower,{inline},deps,dce"
+    )
 
 
 @pytest.mark.parametrize("name", ["rms_norm.fir", "softmax.fir", "layer_norm.fir", "gelu_mlp.fir"])

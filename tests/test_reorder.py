@@ -56,7 +56,9 @@ def order_of(n: LoopNode) -> str:
     return schedule_str(n)
 
 
-def one_node(over: str, loads: list[str], out: str = "f32[4, 8]", args: str = "%x: f32[4, 8]") -> str:
+def one_node(
+    over: str, loads: list[str], out: str = "f32[4, 8]", args: str = "%x: f32[4, 8]"
+) -> str:
     body = "\n".join(f"    %{k} = load {ld}" for k, ld in enumerate(loads))
     acc = "%0"
     lines = [body]
@@ -110,7 +112,9 @@ def test_floordiv_blocks_merging() -> None:
 
 def test_tiling_hint_names_two_loops_and_why() -> None:
     args = "%x: f32[4, 8], %a: f32[8, 4]"
-    plan = plan_loops(node(one_node("i0 < 4, i1 < 8", ["%x[8*i0 + i1]", "%a[i0 + 4*i1]"], args=args)))
+    plan = plan_loops(
+        node(one_node("i0 < 4, i1 < 8", ["%x[8*i0 + i1]", "%a[i0 + 4*i1]"], args=args))
+    )
     assert plan.tile == ("i0", "i1")
     assert "along i0: %a (read)" in plan.tile_reason
     assert "along i1: %x (read), %y (written)" in plan.tile_reason
@@ -203,7 +207,9 @@ def test_random_programs_with_views_match_eager(data: st.DataObject) -> None:
         S.HypothesisChooser(data.draw), num_ops=data.draw(st.integers(2, 10)), families=families
     )
     inline = data.draw(st.sampled_from(["inline", "inline{disable}"]))
-    tail = data.draw(st.sampled_from(["reorder", "fuse,reorder", "reorder,fuse", "fuse{reorder=false},reorder"]))
+    tail = data.draw(
+        st.sampled_from(["reorder", "fuse,reorder", "reorder,fuse", "fuse{reorder=false},reorder"])
+    )
     m = round_trip(run(p.text, f"decompose,lower,{inline},deps,dce,{tail},plan-memory"))
     assert_same(run_graph(m.funcs[0], p.inputs, kernels="tiled"), p.expected, p.text)
 
