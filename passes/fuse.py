@@ -18,13 +18,18 @@ nothing. A round:
    round may have grown either side), checked again, and checked for a cycle through kernels
    formed earlier; then fused.
 
+With ``reorder`` (the default), when the rounds end and the last one met pairs whose memory deps
+did not match, one more round tries those pairs with the loops of their pointwise node run in
+another order (Inductor's loop ordering after fusion), keeps the order that makes a pair legal,
+and fuses it; plain rounds go on if it fused anything.
+
 Kernels written by hand in the input are checked for legality first (a located error names the
 reason) and then take part like any other fusion node; ``nofuse`` attributes are honoured. The
 result is a ``kernel @kN over (…) local (…) { … }`` block per fusion group of two or more
 nodes, the nodes put in a topological order where each kernel's nodes stand together.
 
 Options: ``explain`` (the report of every round on stderr), ``disable``, ``vertical-only``,
-``horizontal``, ``max-size``, ``aggressive``, ``rounds``. See docs/passes/fuse.md.
+``horizontal``, ``max-size``, ``aggressive``, ``rounds``, ``reorder``. See docs/passes/fuse.md.
 """
 
 from __future__ import annotations

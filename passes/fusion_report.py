@@ -52,6 +52,7 @@ class Candidate:
             },
             "decision": self.decision,
             "reason_code": self.code,
+            "reason_kind": _reason_kind(self.code),
             "reason": self.reason,
             "tried_as": self.found_as or None,
             "reordered": self.reordered or None,
@@ -160,6 +161,18 @@ class FunctionReport:
             "summary": self.summary.to_json() if self.summary else None,
             "kernels": self.kernels,
         }
+
+
+def _reason_kind(code: str | None) -> str | None:
+    """``heuristic`` for a rejection a user may overrule (by hand, or with an option), else
+    ``legality`` (or ``already fused``)."""
+    if code is None:
+        return None
+    from .fusion_rules import HEURISTIC
+
+    if code == "same-node":
+        return "already fused"
+    return "heuristic" if code in HEURISTIC else "legality"
 
 
 def _count(n: int, word: str) -> str:
