@@ -424,17 +424,7 @@ class _Builder(Transformer):
 
     def over_clause(self, children: list[Any]) -> _Over:
         self.declaring_sizes = False
-        ranges: list[tuple[Token, Any]] = []
-        reduction: list[tuple[Token, Any]] | None = None
-        for c in children:
-            if c is None:
-                continue
-            if isinstance(c, Token) and c.type == "SEMI":
-                reduction = []
-            elif reduction is not None:
-                reduction.append(c)
-            else:
-                ranges.append(c)
+        ranges, reduction = _split_at_semicolon(children)
         if reduction == [] and any(isinstance(c, Token) and c.type == "SEMI" for c in children):
             semi = next(c for c in children if isinstance(c, Token) and c.type == "SEMI")
             raise self.error(semi, "expected at least one reduction loop after ';'")
@@ -467,19 +457,8 @@ class _Builder(Transformer):
         return _OrderLoop(toks, children[-1], toks[0])
 
     def order_clause(self, children: list[Any]) -> _Order:
-        kw = children[0]
-        loops: list[_OrderLoop] = []
-        reduction: list[_OrderLoop] | None = None
-        for c in children[1:]:
-            if c is None:
-                continue
-            if isinstance(c, Token) and c.type == "SEMI":
-                reduction = []
-            elif reduction is not None:
-                reduction.append(c)
-            else:
-                loops.append(c)
-        return _Order(kw, loops, reduction)
+        loops, reduction = _split_at_semicolon(children[1:])
+        return _Order(children[0], loops, reduction)
 
     def schedule(
         self, order: _Order, reduction: str | None, ranges: list[Any], red: list[Any]
@@ -1001,6 +980,22 @@ class _Order:
         self.kw = kw
         self.loops = loops
         self.reduction = reduction
+
+
+def _split_at_semicolon(children: list[Any]) -> tuple[list[Any], list[Any] | None]:
+    """The items of a loop list before the ``;`` and after it (None when there is no ``;``)."""
+    before: list[Any] = []
+    after: list[Any] | None = None
+    for c in children:
+        if c is None:
+            continue
+        if isinstance(c, Token) and c.type == "SEMI":
+            after = []
+        elif after is not None:
+            after.append(c)
+        else:
+            before.append(c)
+    return before, after
 
 
 def _loop_text(toks: list[Token]) -> str:

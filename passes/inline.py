@@ -10,31 +10,13 @@ docs/passes/inline.md.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from fir.ir.graph import BodyValue, ExternNode, Graph, Literal, LoopNode, Module, Node, Value
 from fir.ir.symbolic import free_symbols, is_indirect
 
-from .base import Option, Pass
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The pass creates several small objects per body op while the whole program is alive;
-    every collection of the oldest generation then walks all of it, which doubled the pass's
-    time on 10,000-op programs. Nothing it creates needs collecting before it returns."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
+from .base import Option, Pass, paused_gc
 
 # Why a loop node is realized, in the order the rules are tried; the statistics count each.
 CATEGORIES = (
@@ -166,7 +148,7 @@ class InlinePass(Pass):
     }
 
     def apply(self, module: Module) -> Module:
-        with _gc_paused():
+        with paused_gc():
             for g in module.funcs:
                 self.run_graph(g)
         # a fixed order for --stats: the counts, then the reasons in the order of the rules

@@ -11,7 +11,7 @@ import pytest
 import strategies as S
 import torch
 from fir.ir.errors import FirError
-from fir.ir.graph import Loop, LoopNode, LoopSchedule, Module
+from fir.ir.graph import Loop, LoopNode, LoopSchedule
 from fir.ir.interpreter import run_graph
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
@@ -25,19 +25,11 @@ from fir.passes.reorder import kernel_problem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensor_programs import random_program
-from test_fuse import assert_same, example_inputs, round_trip
+from test_fuse import assert_same, example_inputs, round_trip, run
 from test_plan_memory import random_inputs, random_loop_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "**", "*.fir"), recursive=True))
-
-
-def run(m: Module | str, pipeline: str) -> Module:
-    m = parse_module(m) if isinstance(m, str) else m
-    verify_module(m)
-    m = parse_pipeline(pipeline).run(m)
-    verify_module(m)
-    return m
 
 
 def node(text: str) -> LoopNode:
