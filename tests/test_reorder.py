@@ -25,7 +25,7 @@ from fir.passes.reorder import kernel_problem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensor_programs import random_program
-from test_fuse import assert_same, example_inputs, round_trip, run
+from test_fuse import SETTINGS, assert_same, example_inputs, round_trip, run
 from test_plan_memory import random_inputs, random_loop_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -180,13 +180,6 @@ def test_examples_keep_their_results(path: str) -> None:
         for g in m.funcs:
             assert all(n.schedule is not None for n in g.nodes if isinstance(n, LoopNode))
             assert plan_problems(g) == []
-
-
-SETTINGS = settings(
-    max_examples=S.examples(25),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @SETTINGS
