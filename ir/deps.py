@@ -14,7 +14,7 @@ round trip unchanged.
   because one of the two mutates ``%x`` and the other reads it".
 
 :class:`NodeDeps` gathers them with the node's users and ancestors. The ``deps`` pass computes
-them (``fir.passes.deps.compute_deps``); the text form is the ``deps { … }`` clause after a node
+them (``fir.passes.analysis.deps.compute_deps``); the text form is the ``deps { … }`` clause after a node
 (docs/language.md, "Dependencies").
 """
 

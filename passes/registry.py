@@ -10,16 +10,16 @@ from .base import Pass
 # kebab-case name -> "module:Class"
 _PASSES: dict[str, str] = {
     "verify": "fir.passes.verify:VerifyPass",
-    "canonicalize": "fir.passes.canonicalize:CanonicalizePass",
-    "cse": "fir.passes.cse:CSEPass",
-    "decompose": "fir.passes.decompose:DecomposePass",
-    "lower": "fir.passes.lower:LowerPass",
-    "inline": "fir.passes.inline:InlinePass",
-    "deps": "fir.passes.deps:DepsPass",
-    "dce": "fir.passes.dce:DCEPass",
-    "plan-memory": "fir.passes.plan_memory:PlanMemoryPass",
-    "fuse": "fir.passes.fuse:FusePass",
-    "reorder": "fir.passes.reorder:ReorderPass",
+    "canonicalize": "fir.passes.cleanup.canonicalize:CanonicalizePass",
+    "cse": "fir.passes.cleanup.cse:CSEPass",
+    "decompose": "fir.passes.lowering.decompose:DecomposePass",
+    "lower": "fir.passes.lowering.lower:LowerPass",
+    "inline": "fir.passes.fusion.inline:InlinePass",
+    "deps": "fir.passes.analysis.deps:DepsPass",
+    "dce": "fir.passes.cleanup.dce:DCEPass",
+    "plan-memory": "fir.passes.memory.plan_memory:PlanMemoryPass",
+    "fuse": "fir.passes.fusion.fuse:FusePass",
+    "reorder": "fir.passes.fusion.reorder:ReorderPass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline

@@ -25,8 +25,8 @@ from fir.ir.ops import OPS
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
-from fir.passes.decompose import DecomposePass
-from fir.passes.decompositions import RULES
+from fir.passes.lowering.decompose import DecomposePass
+from fir.passes.lowering.decompositions import RULES
 from fir.passes.pipeline import parse_pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -28,14 +28,14 @@ from fir.ir.printer import print_module
 from fir.ir.rewrite import remove_dead_nodes
 from fir.ir.symbolic import index_var, print_expr
 from fir.ir.verifier import verify_module
-from fir.passes.dce import DCEPass
-from fir.passes.deps import (
+from fir.passes.analysis.deps import (
     DepsPass,
     compute_deps,
     names_in_mask,
     rename_symbols,
     topological_order,
 )
+from fir.passes.cleanup.dce import DCEPass
 from fir.passes.pipeline import parse_pipeline
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st

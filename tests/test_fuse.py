@@ -31,10 +31,10 @@ from fir.ir.kernels import (
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
-from fir.passes.fuse import check_kernels, fuse_function
-from fir.passes.fusion_graph import FusionGraph
-from fir.passes.fusion_report import module_dot, reports_json
-from fir.passes.memory import plan_problems
+from fir.passes.analysis.liveness import plan_problems
+from fir.passes.fusion.fuse import check_kernels, fuse_function
+from fir.passes.fusion.graph import FusionGraph
+from fir.passes.fusion.report import module_dot, reports_json
 from fir.passes.pipeline import parse_pipeline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -25,7 +25,7 @@ from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.symbolic import evaluate
 from fir.ir.verifier import verify_module
-from fir.passes.inline import InlinePass
+from fir.passes.fusion.inline import InlinePass
 from fir.passes.pipeline import parse_pipeline
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -441,7 +441,7 @@ def test_doc_examples_are_real_output() -> None:
 
 
 def test_doc_lists_every_reason_and_option() -> None:
-    from fir.passes.inline import CATEGORIES
+    from fir.passes.fusion.inline import CATEGORIES
 
     doc = read(os.path.join(ROOT, "docs", "passes", "inline.md"))
     for category in CATEGORIES:

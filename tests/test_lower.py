@@ -24,10 +24,10 @@ from fir.ir.ops import OPS  # noqa: E402
 from fir.ir.parser import parse_file, parse_module  # noqa: E402
 from fir.ir.printer import print_module  # noqa: E402
 from fir.ir.verifier import verify_module  # noqa: E402
-from fir.passes import lower_views as views  # noqa: E402
-from fir.passes.lower import LowerPass  # noqa: E402
-from fir.passes.lower_externs import EXTERNS  # noqa: E402
-from fir.passes.lowerings import LOWERINGS  # noqa: E402
+from fir.passes.lowering import views  # noqa: E402
+from fir.passes.lowering.externs import EXTERNS  # noqa: E402
+from fir.passes.lowering.lower import LowerPass  # noqa: E402
+from fir.passes.lowering.lowerings import LOWERINGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LIT = sorted((ROOT / "tests" / "lit" / "lower").glob("*.fir"))
@@ -122,7 +122,7 @@ def test_examples(path: Path) -> None:
 
 
 def _decompose(module: Module) -> Module:
-    from fir.passes.decompose import DecomposePass
+    from fir.passes.lowering.decompose import DecomposePass
 
     return DecomposePass().apply(module)
 
@@ -334,7 +334,7 @@ def test_extern_fallbacks(name: str) -> None:
 
 
 def test_unknown_op_becomes_a_named_extern() -> None:
-    from fir.passes.lower_externs import extern_call
+    from fir.passes.lowering.externs import extern_call
 
     n = parse_module(
         "func @f(%x: f32[4]) -> (f32[4]) {\n  %y = gelu %x : f32[4]\n  return %y\n}\n"
@@ -511,7 +511,7 @@ def test_lowering_imports_no_torch() -> None:
     code = (
         "import sys\n"
         "from fir.ir.parser import parse_file\n"
-        "from fir.passes.lower import LowerPass\n"
+        "from fir.passes.lowering.lower import LowerPass\n"
         f"for p in {[str(p) for p in LIT]!r}:\n"
         "    LowerPass().apply(parse_file(p))\n"
         "assert 'torch' not in sys.modules, 'lower imported torch'\n"

@@ -15,8 +15,8 @@ from fir.ir.types import TensorType
 from fir.ir.verifier import verify_module
 from fir.passes import registry
 from fir.passes.base import Pass
-from fir.passes.canonicalize import CanonicalizePass
-from fir.passes.cse import CSEPass
+from fir.passes.cleanup.canonicalize import CanonicalizePass
+from fir.passes.cleanup.cse import CSEPass
 from fir.passes.pipeline import Pipeline, parse_pipeline
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st

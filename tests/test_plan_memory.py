@@ -2,7 +2,7 @@
 
 A plan is checked two ways:
 
-* statically, by :func:`fir.passes.memory.plan_problems` (storage simulated per value: no read of
+* statically, by :func:`fir.passes.analysis.liveness.plan_problems` (storage simulated per value: no read of
   a value whose storage was freed or taken over, reuse only of free storage of the same device,
   dtype and size, in-place writes element for element);
 * numerically, by :func:`run_in_planned_storage`, which runs the reference interpreter node by
@@ -33,7 +33,7 @@ from fir.ir.interpreter import _Run, eval_index, run_graph
 from fir.ir.parser import parse_module
 from fir.ir.printer import attr_value_str, print_module
 from fir.ir.verifier import verify_module
-from fir.passes.memory import (
+from fir.passes.analysis.liveness import (
     PlanError,
     buffer_bytes,
     footprint,

@@ -16,12 +16,12 @@ from fir.ir.interpreter import run_graph
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
-from fir.passes.deps import canonical_prefix, local_deps
-from fir.passes.fuse import check_kernels
-from fir.passes.loop_order import plan_loops
-from fir.passes.memory import plan_problems
+from fir.passes.analysis.deps import canonical_prefix, local_deps
+from fir.passes.analysis.liveness import plan_problems
+from fir.passes.fusion.fuse import check_kernels
+from fir.passes.fusion.loop_order import plan_loops
+from fir.passes.fusion.reorder import kernel_problem
 from fir.passes.pipeline import parse_pipeline
-from fir.passes.reorder import kernel_problem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensor_programs import random_program

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             t1 = time.perf_counter()
             verify_module(module)
             if any(f.kernels for f in module.funcs):
-                from fir.passes.fuse import check_kernels
+                from fir.passes.fusion.fuse import check_kernels
 
                 check_kernels(module)  # hand-written kernels must be legal, not only well formed
             t2 = time.perf_counter()
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             report = ""
             if args.stats:  # before printing: a plan that fails its check fails the chunk
-                from fir.passes.memory import stats_report
+                from fir.passes.analysis.liveness import stats_report
 
                 planned = any(p.name == "plan-memory" for p in pipeline.passes)
                 report = stats_report(module, pipeline.passes, planned)
@@ -211,13 +211,13 @@ def write_fusion_files(args: argparse.Namespace, pipeline: Any, modules: list[An
     resulting kernels); False when a file cannot be written."""
     jobs: list[tuple[str, Any]] = []
     if args.fusion_report:
-        from fir.passes.fusion_report import reports_json
+        from fir.passes.fusion.report import reports_json
 
         reports = [r for p in pipeline.passes if p.name == "fuse" for r in p.reports]
         jobs.append((args.fusion_report, lambda: reports_json(reports)))
     if args.fusion_dot:
         from fir.ir.graph import Module
-        from fir.passes.fusion_report import module_dot
+        from fir.passes.fusion.report import module_dot
 
         merged = Module([f for m in modules for f in m.funcs])
         jobs.append((args.fusion_dot, lambda: module_dot(merged)))

@@ -8,7 +8,7 @@ nothing. A round:
    the next 64 of each of its buffers' lists (so the work grows linearly with the graph). With
    ``aggressive``, nodes are also grouped by iteration space (pairs of pointwise nodes there may
    fuse with no buffer in common). Every pair is checked
-   (:mod:`fir.passes.fusion_rules`); a pair rejected only because node2 must run first is also
+   (:mod:`fir.passes.fusion.rules`); a pair rejected only because node2 must run first is also
    tried the other way round.
 2. **Scores them**: fusion type (1 when both are reductions or both are not, and something is
    saved), bytes of memory traffic one kernel saves over two (reads served from registers,
@@ -41,12 +41,12 @@ from typing import Any, TextIO
 from fir.ir.errors import FirError
 from fir.ir.graph import ExternNode, Graph, Kernel, Loop, LoopNode, LoopSchedule, Module
 
-from .base import Option, OptionError, Pass, paused_gc
-from .deps import refresh_recorded_deps, topological_order
-from .fusion_graph import FusionGraph, FusionNode
-from .fusion_report import Candidate, FunctionReport, Round, Summary
-from .fusion_rules import FusionRules, PeakProfile, Rejection, RuleOptions
-from .memory import PLAN_KEYS
+from ..analysis.deps import refresh_recorded_deps, topological_order
+from ..analysis.liveness import PLAN_KEYS
+from ..base import Option, OptionError, Pass, paused_gc
+from .graph import FusionGraph, FusionNode
+from .report import Candidate, FunctionReport, Round, Summary
+from .rules import FusionRules, PeakProfile, Rejection, RuleOptions
 
 WINDOW = 64  # pairs are looked for among this many neighbours in each buffer's list
 

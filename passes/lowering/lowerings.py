@@ -1,6 +1,6 @@
 """One lowering per tensor-level op: the loop-level node(s) ``lower`` emits for it.
 
-Each lowering receives the :class:`~fir.passes.lower.GraphLowering` of the function and the op,
+Each lowering receives the :class:`~fir.passes.lowering.graph_lowering.GraphLowering` of the function and the op,
 and either emits loop nodes (through ``cx.pointwise`` / ``cx.reduction``), an extern node, or
 records a view (``cx.set_view``: no node, readers load through the index map).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fir.ir.dtypes import DType
 from fir.ir.graph import BodyOperand, BodyValue, Literal, TensorOp, Value
@@ -17,14 +17,11 @@ from fir.ir.ops import OPS
 from fir.ir.symbolic import as_expr, to_dim
 from fir.ir.types import Dim, TensorType
 
-from . import lower_views as views
+from . import views
 from .body_builder import BodyBuilder, broadcast_index
-from .lower_views import Index, is_zero
+from .graph_lowering import GraphLowering, Lowering
+from .views import Index, is_zero
 
-if TYPE_CHECKING:
-    from .lower import GraphLowering
-
-Lowering = Callable[["GraphLowering", TensorOp], None]
 LOWERINGS: dict[str, Lowering] = {}
 
 

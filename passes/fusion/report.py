@@ -168,7 +168,7 @@ def _reason_kind(code: str | None) -> str | None:
     ``legality`` (or ``already fused``)."""
     if code is None:
         return None
-    from .fusion_rules import HEURISTIC
+    from .rules import HEURISTIC
 
     if code == "same-node":
         return "already fused"

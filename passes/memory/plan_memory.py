@@ -16,7 +16,7 @@ For every node, in program order (Inductor's ``compute_last_usage`` and buffer r
    own result); ``dce`` normally removes it first.
 
 Earlier plan annotations are dropped and planned again, so the pass can run twice. The analysis
-behind it (sizes, lifetimes, peak memory) is :mod:`fir.passes.memory`.
+behind it (sizes, lifetimes, peak memory) is :mod:`fir.passes.analysis.liveness`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from typing import Any
 from fir.ir.graph import Graph, LoopNode, Module, Node, Value
 from fir.ir.kernels import Step, steps
 
-from .base import Option, Pass
-from .memory import (
+from ..analysis.liveness import (
     PLAN_KEYS,
     footprint,
     inplace_blocker,
@@ -37,6 +36,7 @@ from .memory import (
     reuse_key,
     step_reads,
 )
+from ..base import Option, Pass
 
 
 class PlanMemoryPass(Pass):
@@ -91,7 +91,7 @@ def plan_graph(
     reads: list[list[Value]] | None = None,
 ) -> dict[str, int]:
     """Write the plan annotations of ``g``; return how many buffers were freed, reused, in place.
-    ``reads``: :func:`~fir.passes.memory.node_reads` of ``g`` when the caller has it already.
+    ``reads``: :func:`~fir.passes.analysis.liveness.node_reads` of ``g`` when the caller has it already.
 
     A kernel is planned as one step: its local buffers get no storage, what it is the last
     reader of is freed after its last node (``frees`` goes there), and a node of it writes in

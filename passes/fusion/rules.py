@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from fir.ir.deps import dep_str
 from fir.ir.kernels import SpaceInfo
 
-from .fusion_graph import FusionGraph, FusionNode, fusable_read, join
+from .graph import FusionGraph, FusionNode, fusable_read, join
 
 REASON_TITLES = {
     "same-node": "same node",

@@ -3,7 +3,7 @@ bodies of the others into the loops that read them, as Inductor's ``realize()`` 
 
 Decisions are made first, walking the nodes in program order with op and read counts only;
 then every realized node that reads an inlined buffer gets its body rebuilt once
-(:mod:`fir.passes.body_inliner`) and the inlined nodes are removed. The rules, their order and
+(:mod:`fir.passes.fusion.body_inliner`) and the inlined nodes are removed. The rules, their order and
 the reason each realized node carries in its ``realized`` attribute are in
 docs/passes/inline.md.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from fir.ir.graph import BodyValue, ExternNode, Graph, Literal, LoopNode, Module, Node, Value
 from fir.ir.symbolic import free_symbols, is_indirect
 
-from .base import Option, Pass, paused_gc
+from ..base import Option, Pass, paused_gc
 
 # Why a loop node is realized, in the order the rules are tried; the statistics count each.
 CATEGORIES = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 from fir.ir.graph import Graph, Literal, Module, Node, TensorOp, Value
 from fir.ir.rewrite import remove_dead_nodes, substitute_operands, substitute_outputs
 
-from .base import Option, Pass
+from ..base import Option, Pass
 
 
 def _is_lit(o: object, value: float) -> bool:

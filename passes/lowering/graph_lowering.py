@@ -1,22 +1,14 @@
-"""``lower``: tensor-level ops → loop-level nodes; views become index expressions.
+"""The lowering of one function: the walk over its tensor-level ops and the services the per-op
+rules call (``pointwise``, ``reduction``, ``extern``, ``set_view``, ``materialize``).
 
-Every tensor-level op becomes a :class:`~fir.ir.graph.LoopNode` (``pointwise`` or ``reduction``)
-that keeps the op's name, or an :class:`~fir.ir.graph.ExternNode` calling a library op (matmul,
-composites ``decompose`` left whole). Views make no node: each value has an
-:class:`~fir.passes.lower_views.Access` (where its elements live in the storage of a realized
-buffer), and a view's access is its operand's composed with the view's index map, so readers of
-a view load the underlying buffer directly. A view that must exist as a tensor (a graph output,
-an argument of an extern call, a buffer a pre-existing loop node loads) is materialised by a
-pointwise copy node that takes the view's name.
-
-The per-op rules are in :mod:`fir.passes.lowerings`, the view algebra in
-:mod:`fir.passes.lower_views` and the ATen fallbacks in :mod:`fir.passes.lower_externs`.
+The rule table (:mod:`fir.passes.lowering.lowerings`) is handed in by the pass, so the table
+imports this module and this module never imports the table.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fir.ir.graph import (
@@ -24,43 +16,32 @@ from fir.ir.graph import (
     ExternNode,
     Graph,
     LoopNode,
-    Module,
     Node,
     TensorOp,
     Value,
 )
 from fir.ir.types import Dim, TensorType
 
-from .base import Option, Pass
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
-from .lower_externs import extern_call
-from .lower_views import Access, Index, buffer_access, is_zero
+from .externs import extern_call
+from .views import Access, Index, buffer_access, is_zero
 
 BodyFn = Callable[[BodyBuilder, tuple[Index, ...]], BodyOperand]
-
-
-class LowerPass(Pass):
-    name = "lower"
-    summary = "tensor-level ops to loop-level nodes; views become index expressions"
-    options = {
-        "keep-views": Option(
-            bool, False, "materialise every view as a pointwise copy node (an ablation)"
-        ),
-    }
-
-    def apply(self, module: Module) -> Module:
-        for key in ("loop-nodes", "views-folded", "externs", "copies"):
-            self.statistics.setdefault(key, 0)
-        for g in module.funcs:
-            GraphLowering(g, self.keep_views, self.statistics).run()  # type: ignore[attr-defined]
-        return module
+Lowering = Callable[["GraphLowering", TensorOp], None]
 
 
 class GraphLowering:
     """The lowering of one function: walks its nodes in order and rebuilds the node list."""
 
-    def __init__(self, graph: Graph, keep_views: bool, statistics: dict[str, int]) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        lowerings: Mapping[str, Lowering],
+        keep_views: bool,
+        statistics: dict[str, int],
+    ) -> None:
         self.g = graph
+        self.lowerings = lowerings
         self.keep_views = keep_views
         self.stats = statistics
         self.nodes: list[Node] = []
@@ -73,14 +54,12 @@ class GraphLowering:
     # -- the walk
 
     def run(self) -> None:
-        from .lowerings import LOWERINGS
-
         for n in self.g.nodes:
             if isinstance(n, TensorOp):
                 if any(_has_zero_dim(r.type) for r in n.results):
                     self.empty(n)
                     continue
-                lower = LOWERINGS.get(n.op)
+                lower = self.lowerings.get(n.op)
                 if lower is None:
                     self.extern_fallback(n)
                 else:

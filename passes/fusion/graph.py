@@ -25,8 +25,14 @@ from fir.ir.graph import ExternNode, Graph, LoopNode, Node
 from fir.ir.kernels import SpaceInfo, join_spaces, node_space_info
 from fir.ir.types import Dim
 
-from .deps import ancestor_masks, canonical_prefix, local_deps, mutation_deps, predecessors
-from .memory import device_of
+from ..analysis.deps import (
+    ancestor_masks,
+    canonical_prefix,
+    local_deps,
+    mutation_deps,
+    predecessors,
+)
+from ..analysis.liveness import device_of
 
 # Symbolic sizes have no value at compile time; scores and the peak-memory estimate compare
 # byte counts with every size symbol set to this hint (the printed figures stay exact).

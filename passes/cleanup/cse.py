@@ -21,7 +21,7 @@ from fir.ir.graph import (
 from fir.ir.printer import attr_value_str, print_node
 from fir.ir.rewrite import drop_stale_analyses, is_pure, substitute_operands, substitute_outputs
 
-from .base import Pass
+from ..base import Pass
 
 
 class CSEPass(Pass):

@@ -29,8 +29,8 @@ from typing import Any
 from fir.ir.graph import Loop, LoopNode, LoopSchedule
 from fir.ir.types import Dim, dims_mul
 
-from .deps import _write_access
-from .fusion_graph import hint
+from ..analysis.deps import _write_access
+from .graph import hint
 
 
 @dataclass

@@ -21,8 +21,14 @@ from fir.ir.errors import FirError
 from fir.ir.graph import Graph, Module, Node, Value
 from fir.ir.rewrite import is_pure, prune_kernels
 
-from .base import Pass
-from .deps import mutated_values, mutation_deps, node_links, predecessors, topological_order
+from ..analysis.deps import (
+    mutated_values,
+    mutation_deps,
+    node_links,
+    predecessors,
+    topological_order,
+)
+from ..base import Pass
 
 
 class DCEPass(Pass):

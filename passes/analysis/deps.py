@@ -34,7 +34,7 @@ from fir.ir.errors import FirError
 from fir.ir.graph import ExternNode, Graph, LoopNode, Module, Node, TensorOp, Value
 from fir.ir.types import Dim, Layout, TensorType
 
-from .base import Option, Pass
+from ..base import Option, Pass
 
 
 class DepsPass(Pass):

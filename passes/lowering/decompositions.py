@@ -1,6 +1,6 @@
 """The rules of ``decompose``: one function per composite op, written with primitive ops.
 
-A rule gets a :class:`~fir.passes.decompose.Builder` for one op, emits primitive tensor ops
+A rule gets a :class:`~fir.passes.lowering.decompose_builder.Builder` for one op, emits primitive tensor ops
 through it and returns the values that replace the op's results (in the builder's compute
 dtype; the pass casts them back and gives them the original names). It returns None when the
 op's form is not one it rewrites (``pow`` by a tensor), or raises :class:`Keep` with a reason
@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal, Operand, Value
 from fir.ir.types import TensorType
 
-if TYPE_CHECKING:
-    from .decompose import Builder
+from .decompose_builder import Builder
 
 
 class Keep(Exception):
@@ -30,7 +29,7 @@ class Keep(Exception):
         self.reason = reason
 
 
-RuleFn = Callable[["Builder"], "list[Operand] | None"]
+RuleFn = Callable[[Builder], "list[Operand] | None"]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``reorder``: the order each loop node's loops run in, picked from the strides of its accesses
 (Inductor's ``pick_loop_order``), with size-1 loops squeezed, contiguous loops merged, and 2-D
-tiling hints where accesses disagree on the contiguous loop. See :mod:`fir.passes.loop_order`
+tiling hints where accesses disagree on the contiguous loop. See :mod:`fir.passes.fusion.loop_order`
 for the rules and docs/passes/reorder.md.
 
 Every loop node gets an ``order (…)`` clause (its schedule); a node whose accesses disagree gets
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from fir.ir.graph import Graph, Kernel, LoopNode, Module
 
-from .base import Option, Pass, paused_gc
-from .deps import canonical_prefix, refresh_recorded_deps
+from ..analysis.deps import canonical_prefix, refresh_recorded_deps
+from ..base import Option, Pass, paused_gc
 from .loop_order import Plan, plan_loops
 
 
@@ -69,8 +69,8 @@ def kernel_problem(g: Graph, k: Kernel, prefix: str | None = None) -> str | None
     the kernel is fine."""
     from fir.ir.kernels import kernel_space
 
-    from .deps import canonical_prefix, local_deps
-    from .fusion_graph import fusable_read
+    from ..analysis.deps import canonical_prefix, local_deps
+    from .graph import fusable_read
 
     info, _, why = kernel_space(k)
     if info is None:
