@@ -1,12 +1,13 @@
 """aten-level ``torch.fx.GraphModule`` → tensor-level FIR graph.
 
-Each FX node is mapped by the converter table in :mod:`fir.frontend.aten_ops`. A converter emits
-FIR ops through :class:`Emitter`, which checks every op against its typing rule as it goes; if
-the converter has no rule for the node, refuses its arguments, or produces ops that do not type,
-everything it emitted is dropped and the node becomes an extern call of the aten op itself. So
-an import never fails because of one op; it fails only for what FIR cannot express at all
-(an output that is not a tensor, a data-dependent size), with an :class:`UnsupportedError`
-naming the op and the reason.
+Each FX node is mapped by the converter table in :mod:`fir.frontend.aten`. A converter emits
+FIR ops through an :class:`~fir.frontend.emitter.Emitter`, which checks every op against its
+typing rule as it goes; if the converter has no rule for the node, refuses its arguments (raises
+:class:`~fir.frontend.emitter.Fallback`), or produces ops that do not type, everything it emitted
+is dropped and the node becomes an extern call of the aten op itself. So an import never fails
+because of one op; it fails only for what FIR cannot express at all (an output that is not a
+tensor, a data-dependent size), with an :class:`~fir.frontend.emitter.UnsupportedError` naming
+the op and the reason.
 """
 
 from __future__ import annotations
@@ -20,19 +21,11 @@ from typing import Any
 import torch
 import torch.fx
 from fir.ir.dtypes import DType
-from fir.ir.errors import FirError
 from fir.ir.externs import encode_torch_object
-from fir.ir.graph import ExternNode, Graph, Literal, Module, Node, TensorOp, Value
-from fir.ir.ops import OPS, TypeRule
-from fir.ir.types import Layout, TensorType, contiguous_strides
+from fir.ir.graph import ExternNode, Graph, Module, TensorOp, Value
 
-
-class UnsupportedError(FirError):
-    """The graph uses something FIR cannot import at all (not even as an extern call)."""
-
-
-class Fallback(Exception):
-    """Raised by a converter that cannot map this particular call; the node becomes an extern."""
+from .aten import CONVERTERS
+from .emitter import Emitter, Fallback, UnsupportedError, meta_value, size_value, tensor_type
 
 
 @dataclass
@@ -69,132 +62,6 @@ def target_name(target: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# types
-
-
-def _dim(d: Any) -> Any:
-    if isinstance(d, int):
-        return d
-    if isinstance(d, torch.SymInt):
-        expr = d.node.expr
-        if isinstance(expr, int) or getattr(expr, "is_Integer", False):
-            return int(expr)
-        import sympy
-        from fir.ir.symbolic import size_symbol
-
-        subs = {}
-        for s in expr.free_symbols:
-            if not re.fullmatch(r"s\d+", s.name):
-                raise UnsupportedError(f"data-dependent size {expr} is not supported")
-            subs[s] = size_symbol(s.name)
-        return sympy.sympify(expr).xreplace(subs)
-    raise UnsupportedError(f"size {d!r} is not supported")
-
-
-def tensor_type(t: torch.Tensor, keep_layout: bool = False) -> TensorType:
-    try:
-        dtype = DType.from_torch(t.dtype)
-    except KeyError:
-        raise UnsupportedError(f"dtype {t.dtype} is not supported") from None
-    shape = tuple(_dim(d) for d in t.shape)
-    layout = None
-    if keep_layout:
-        strides = tuple(_dim(s) for s in t.stride())
-        offset = _dim(t.storage_offset())
-        if strides != contiguous_strides(shape) or offset != 0:
-            layout = Layout(strides, offset)
-    return TensorType(dtype, shape, layout)
-
-
-def meta_value(node: torch.fx.Node) -> Any:
-    if "val" in node.meta:
-        return node.meta["val"]
-    if "example_value" in node.meta:
-        return node.meta["example_value"]
-    raise UnsupportedError(f"node {node.name} has no shape information (run shape propagation)")
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-class Emitter:
-    """Builds FIR ops for one FX node; every op is type-checked when it is emitted."""
-
-    def __init__(self, importer: Importer, node: torch.fx.Node) -> None:
-        self.importer = importer
-        self.node = node
-        self.nodes: list[Node] = []
-        self.count = 0
-
-    # -- what the FX node produces
-
-    def out_meta(self, k: int | None = None) -> torch.Tensor:
-        val = meta_value(self.node)
-        if k is not None:
-            val = val[k]
-        if not isinstance(val, torch.Tensor):
-            raise Fallback(f"result is {type(val).__name__}, not a tensor")
-        return val
-
-    def out_type(self, k: int | None = None) -> TensorType:
-        return tensor_type(self.out_meta(k))
-
-    def out_dtype(self, k: int | None = None) -> DType:
-        return self.out_type(k).dtype
-
-    # -- building
-
-    def name(self, hint: str = "") -> str:
-        base = self.importer.value_name(self.node.name)
-        if self.count == 0 and not hint:
-            self.count += 1
-            return self.importer.unique(base)
-        self.count += 1
-        return self.importer.unique(f"{base}_{hint or self.count}")
-
-    def op(
-        self,
-        opname: str,
-        operands: list[Value | Literal],
-        result: TensorType | list[TensorType],
-        attrs: dict[str, Any] | None = None,
-        hint: str = "",
-    ) -> Any:
-        """Emit one op; returns its Value (or list of Values for several results)."""
-        spec = OPS[opname]
-        types = result if isinstance(result, list) else [result]
-        attrs = {
-            k: v for k, v in (attrs or {}).items() if v is not None or k in ("eps", "min", "max")
-        }
-        operand_types = [o.type if isinstance(o, Value) else o for o in operands]
-        try:
-            inferred = spec.infer(operand_types, attrs, types)
-        except TypeRule as e:
-            raise Fallback(f"{opname}: {e}") from None
-        for d, i in zip(types, inferred):
-            if d.dtype != i.dtype or tuple(d.shape) != tuple(i.shape):
-                raise Fallback(f"{opname} would produce {i}, PyTorch produces {d}")
-        n = TensorOp(results=[], attrs=attrs, op=opname, operands=list(operands))
-        n.results = [
-            Value(self.name(hint if k == 0 else f"{hint}{k}"), t, n, k) for k, t in enumerate(types)
-        ]
-        self.nodes.append(n)
-        return n.results if isinstance(result, list) else n.results[0]
-
-    def cast(self, v: Value | Literal, dtype: DType) -> Value | Literal:
-        if isinstance(v, Literal) or v.type.dtype == dtype:
-            return v
-        return self.op("cast", [v], TensorType(dtype, v.type.shape), hint="cast")
-
-    def literal(self, x: Any) -> Literal:
-        if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
-            raise Fallback("symbolic scalar argument")
-        if x is None or isinstance(x, bool | int | float):
-            return Literal(x)
-        raise Fallback(f"argument {x!r} is not a scalar")
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 class Importer:
@@ -217,8 +84,6 @@ class Importer:
         return name
 
     def run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None) -> Graph:
-        from .aten_ops import CONVERTERS
-
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         for k, n in enumerate(placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
@@ -366,7 +231,7 @@ def _extern_arg(a: Any, op: str) -> Any:
     if isinstance(a, torch.dtype):
         return DType.from_torch(a)
     if isinstance(a, torch.SymInt):
-        return _dim(a)
+        return size_value(a)
     enc = encode_torch_object(a)
     if enc is not None:
         return enc

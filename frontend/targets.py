@@ -13,7 +13,7 @@ from typing import Any
 
 def mapped_ops_markdown() -> str:
     """The aten → FIR table as a markdown table: one row per aten op with its overloads."""
-    from fir.frontend.aten_ops import mapped_ops
+    from fir.frontend.aten import mapped_ops
 
     overloads: dict[str, list[str]] = {}
     for name in mapped_ops():

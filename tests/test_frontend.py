@@ -422,13 +422,13 @@ def test_fir_import_errors_are_one_line(
 def test_fir_import_names_a_bug_in_fir_as_such(
     models: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fir.frontend import aten_ops
+    from fir.frontend import aten
 
     def broken_converter(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("converter bug")
 
-    monkeypatch.setitem(aten_ops.CONVERTERS, "aten._softmax.default", broken_converter)
-    monkeypatch.setitem(aten_ops.CONVERTERS, "aten.softmax.int", broken_converter)
+    monkeypatch.setitem(aten.CONVERTERS, "aten._softmax.default", broken_converter)
+    monkeypatch.setitem(aten.CONVERTERS, "aten.softmax.int", broken_converter)
     rc, _, err = run_import(
         [f"{models}:scale_rows", "--input", "f32[4,8]", "--input", "f32[8]"], capsys
     )
