@@ -6,6 +6,7 @@ imported when a symbolic size is actually present.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -69,7 +70,12 @@ class TensorType:
 
     @property
     def numel(self) -> Dim:
-        return dims_mul(self.shape)
+        # types are immutable and shared by many values: compute once (outside the dataclass
+        # fields, so equality and hashing are unchanged)
+        n = self.__dict__.get("_numel")
+        if n is None:
+            n = self.__dict__["_numel"] = dims_mul(self.shape)
+        return n
 
     @property
     def strides(self) -> tuple[Dim, ...]:
@@ -88,8 +94,16 @@ class TensorType:
 
     def storage_size(self) -> Dim:
         """Elements of storage the layout can touch (0 for an empty tensor)."""
+        size = self.__dict__.get("_storage_size")
+        if size is None:
+            size = self.__dict__["_storage_size"] = self._storage_size()
+        return size
+
+    def _storage_size(self) -> Dim:
         if any(isinstance(d, int) and d == 0 for d in self.shape):
             return 0
+        if self.layout is None and all(type(d) is int for d in self.shape):
+            return math.prod(self.shape)  # the common case, without sympy
         size: Any = self.offset + 1
         for d, s in zip(self.shape, self.strides):
             size = size + (d - 1) * s

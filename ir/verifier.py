@@ -6,6 +6,7 @@ The verifier also fills in the dtypes of loop-body values that the text leaves i
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from .dtypes import DType
@@ -109,6 +110,9 @@ class _GraphVerifier:
         # node name (its first result) -> position, for the names in dependency clauses
         self.node_pos: dict[str, int] = {}
         self.checked_accesses: set[Any] = set()
+        self.checked_indices: set[Any] = set()
+        self.loop_spaces: dict[Any, tuple[frozenset[Any], dict[Any, tuple[int, int]]]] = {}
+        self.reads: list[list[Value]] = []  # the values each node reads, in node order
 
     def error(self, message: str, loc: Location | None, node: Node | None = None) -> VerifyError:
         if loc is None and node is not None:
@@ -132,6 +136,7 @@ class _GraphVerifier:
             for d in list(a.type.shape) + list(a.type.strides) + [a.type.offset]:
                 if not _is_int(d):
                     self.size_symbols |= set(d.free_symbols)
+        self.size_symbol_key = frozenset(self.size_symbols)
         for pos, n in enumerate(g.nodes):
             if isinstance(n, TensorOp):
                 self.tensor_op(n)
@@ -141,6 +146,7 @@ class _GraphVerifier:
                 self.loop_node(n)
             else:
                 raise self.error(f"unknown node kind {type(n).__name__}", n.loc, n)
+            self.reads.append(n.operand_values())
             if n.deps is not None:
                 self.node_deps(n)
             for r in n.results:
@@ -184,6 +190,27 @@ class _GraphVerifier:
     # -- tensor level
 
     def tensor_op(self, n: TensorOp) -> None:
+        previous = getattr(n, "_verified", None)
+        if previous is not None and previous == self.tensor_fingerprint(n):
+            for o in n.operands:  # what depends on the rest of the graph
+                if isinstance(o, Value):
+                    self.use(o, n.loc, n)
+            return
+        self.check_tensor_op(n)
+        n._verified = self.tensor_fingerprint(n)  # type: ignore[attr-defined]
+
+    def tensor_fingerprint(self, n: TensorOp) -> tuple[Any, ...]:
+        """What :meth:`check_tensor_op` reads (see :meth:`loop_fingerprint`)."""
+        return (
+            n.op,
+            tuple(n.operands),
+            tuple(o.type if isinstance(o, Value) else None for o in n.operands),
+            tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in n.attrs.items()),
+            tuple(r.type for r in n.results),
+            self.size_symbol_key,
+        )
+
+    def check_tensor_op(self, n: TensorOp) -> None:
         spec = OPS.get(n.op)
         if spec is None:
             raise self.error(f"unknown op '{n.op}'", n.loc, n)
@@ -445,7 +472,12 @@ class _GraphVerifier:
         owner: dict[int, str] = {}
         names: set[str] = set()
         outputs = {id(v) for v in g.outputs}
-        readers = g.users()
+        local = {id(v) for k in g.kernels for v in k.local}
+        readers: dict[int, list[Node]] = {}
+        for n, reads in zip(g.nodes, self.reads):
+            for v in reads:
+                if id(v) in local:
+                    readers.setdefault(id(v), []).append(n)
         for k in g.kernels:
             where = f"kernel @{k.name}"
             if k.name in names:
@@ -514,7 +546,62 @@ class _GraphVerifier:
     # -- loop level
 
     def loop_node(self, n: LoopNode) -> None:
-        from .symbolic import bounds, is_indirect
+        previous = getattr(n, "_verified", None)
+        if previous is not None and previous == self.loop_fingerprint(n):
+            # the loop order and the tiling hint are not in the fingerprint: they are cheap to
+            # check and change often (reorder)
+            if n.schedule is not None:
+                self.schedule(n)
+            if "tile" in n.attrs:
+                self.tile_hint(n)
+            # nothing the body checks read has changed since this node last verified: only
+            # what depends on the rest of the graph (its buffers defined before it) is left
+            for v in n.operand_values():
+                self.use(v, n.loc, n)
+            return
+        self.check_loop_node(n)
+        # taken again: the checks fill in the dtypes of body values the text leaves implicit
+        n._verified = self.loop_fingerprint(n)  # type: ignore[attr-defined]
+
+    def loop_fingerprint(self, n: LoopNode) -> tuple[Any, ...] | None:
+        """Everything :meth:`check_loop_node` reads, by identity where the object is immutable
+        (sympy expressions, types, literals) and by value where a pass may mutate it in place
+        (lists, a body op's fields, attributes). Equal fingerprints mean the checks would pass
+        again. Holding the objects (not their ids) keeps them alive, so an id cannot be reused."""
+        body = n.body
+        if body is None:
+            return None
+        ops = tuple(
+            (
+                op,
+                op.opcode,
+                op.result,
+                op.result.dtype,
+                tuple(op.operands),
+                op.buffer,
+                op.buffer.type if op.buffer is not None else None,
+                op.index,
+                op.mask,
+                op.other,
+                op.bound,
+                op.dtype,
+                tuple(op.attrs.items()) if op.attrs else None,
+            )
+            for op in body.ops
+        )
+        return (
+            body,
+            ops,
+            body.result,
+            n.reduction,
+            tuple(n.ranges),
+            tuple(n.reduction_ranges),
+            tuple(r.type for r in n.results),
+            self.size_symbol_key,
+        )
+
+    def check_loop_node(self, n: LoopNode) -> None:
+        from .symbolic import is_indirect
 
         if n.reduction is not None and n.reduction not in REDUCTION_KINDS:
             raise self.error(f"unknown reduction kind '{n.reduction}'", n.loc, n)
@@ -522,6 +609,68 @@ class _GraphVerifier:
             raise self.error("a reduction node needs at least one reduction loop", n.loc, n)
         if n.reduction is None and n.reduction_ranges:
             raise self.error("a pointwise node cannot have reduction loops", n.loc, n)
+        # an index whose variables are all loops of the node was checked before if another
+        # node with the same loops loaded it from a buffer of the same size
+        loops_key = (tuple(n.ranges), tuple(n.reduction_ranges))
+        space = self.loop_spaces.get(loops_key)
+        if space is None:
+            space = self.loop_spaces[loops_key] = self.loop_space(n)
+        known, interval = space
+        if n.schedule is not None:
+            self.schedule(n)
+        if "tile" in n.attrs:
+            self.tile_hint(n)
+        assert n.body is not None
+        body_defined: set[int] = set()
+        for op in n.body.ops:
+            loc = op.loc or n.loc
+            self.body_op(op, n, body_defined, loc)
+            if op.opcode == "indirect":
+                from .symbolic import indirect_symbol
+
+                sym = indirect_symbol("%" + op.result.name)
+                known, interval = known | {sym}, dict(interval)  # this node's own
+                if _is_int(op.bound):
+                    interval[sym] = (0, op.bound - 1)
+            if op.index is None or _is_int(op.index):
+                if op.opcode == "load" and op.mask is None:
+                    self.check_load_bounds(op, interval, loc, n)
+            else:
+                size = op.buffer.type.storage_size() if op.buffer is not None else None
+                done = (op.index, loops_key, size, op.mask is None)
+                if done in self.checked_indices:
+                    body_defined.add(id(op.result))
+                    continue
+                indirect = False
+                for s in _free_symbols(op.index):
+                    if is_indirect(s):
+                        indirect = True
+                    if s in known:
+                        continue
+                    if is_indirect(s):
+                        raise self.error(
+                            f"{s.name} is not an 'indirect' index defined before this use", loc, n
+                        )
+                    raise self.error(f"index uses unknown variable '{s.name}'", loc, n)
+                if op.opcode == "load" and op.mask is None:
+                    self.check_load_bounds(op, interval, loc, n)
+                if not indirect:  # an indirect symbol's bound is the node's own
+                    self.checked_indices.add(done)
+            body_defined.add(id(op.result))
+        y = n.body.result
+        if isinstance(y, BodyValue):
+            if id(y) not in body_defined:
+                raise self.error(
+                    f"yield of undefined value %{y.name}", n.body.yield_loc or n.loc, n
+                )
+            ydtype = y.dtype
+        else:
+            ydtype = None
+        self.loop_results(n, ydtype)
+
+    def loop_space(self, n: LoopNode) -> tuple[frozenset[Any], dict[Any, tuple[int, int]]]:
+        """Check a node's loops; return the symbols its indices may use and the static
+        interval of each loop variable."""
         ranges: dict[Any, tuple[int, int] | None] = {}
         for var, size in n.ranges + n.reduction_ranges:
             if var in ranges:
@@ -539,55 +688,24 @@ class _GraphVerifier:
                         n,
                     )
             ranges[var] = (0, size - 1) if _is_int(size) else None
-        if n.schedule is not None:
-            self.schedule(n)
-        if "tile" in n.attrs:
-            self.tile_hint(n)
-        assert n.body is not None
-        known = set(ranges) | self.size_symbols
-        interval = {k: v for k, v in ranges.items() if v is not None}
-        body_defined: set[int] = set()
-        for op in n.body.ops:
-            loc = op.loc or n.loc
-            self.body_op(op, n, body_defined, loc)
-            if op.index is not None and not _is_int(op.index):
-                for s in op.index.free_symbols:
-                    if s in known:
-                        continue
-                    if is_indirect(s):
-                        raise self.error(
-                            f"{s.name} is not an 'indirect' index defined before this use", loc, n
-                        )
-                    raise self.error(f"index uses unknown variable '{s.name}'", loc, n)
-            if op.opcode == "indirect":
-                from .symbolic import indirect_symbol
+        known = frozenset(ranges) | self.size_symbol_key
+        return known, {k: v for k, v in ranges.items() if v is not None}
 
-                sym = indirect_symbol("%" + op.result.name)
-                known.add(sym)
-                if _is_int(op.bound):
-                    interval[sym] = (0, op.bound - 1)
-            if op.opcode == "load" and op.mask is None:
-                assert op.buffer is not None
-                size = op.buffer.type.storage_size()
-                b = bounds(op.index, interval)
-                if _is_int(size) and b is not None and (b[0] < 0 or b[1] >= size):
-                    raise self.error(
-                        f"load of %{op.buffer.name} is out of bounds: index "
-                        f"{_expr(op.index)} spans [{b[0]}, {b[1]}] but the buffer holds {size} elements",
-                        loc,
-                        n,
-                    )
-            body_defined.add(id(op.result))
-        y = n.body.result
-        if isinstance(y, BodyValue):
-            if id(y) not in body_defined:
-                raise self.error(
-                    f"yield of undefined value %{y.name}", n.body.yield_loc or n.loc, n
-                )
-            ydtype = y.dtype
-        else:
-            ydtype = None
-        self.loop_results(n, ydtype)
+    def check_load_bounds(
+        self, op: BodyOp, interval: dict[Any, tuple[int, int]], loc: Location | None, n: LoopNode
+    ) -> None:
+        from .symbolic import bounds
+
+        assert op.buffer is not None
+        size = op.buffer.type.storage_size()
+        b = bounds(op.index, interval)  # type: ignore[arg-type]
+        if _is_int(size) and b is not None and (b[0] < 0 or b[1] >= size):
+            raise self.error(
+                f"load of %{op.buffer.name} is out of bounds: index "
+                f"{_expr(op.index)} spans [{b[0]}, {b[1]}] but the buffer holds {size} elements",
+                loc,
+                n,
+            )
 
     def loop_results(self, n: LoopNode, ydtype: DType | None) -> None:
         loc = n.loc
@@ -688,20 +806,18 @@ class _GraphVerifier:
                 raise self.error(f"'{op.opcode}' takes {_arity(spec)}, got {count}", loc, n)
             if op.attrs:
                 raise self.error(f"'{op.opcode}' takes no attributes in a loop body", loc, n)
-            types: list[Any] = []
+            key: list[Any] = [op.opcode, op.dtype]
             for o in op.operands:
                 if isinstance(o, BodyValue):
                     if o.dtype is None:
                         raise self.error(f"%{o.name} has no known dtype", loc, n)
-                    types.append(TensorType(o.dtype, ()))
-                else:
-                    types.append(o)
-            declared = [TensorType(op.dtype, ())] if op.dtype is not None else []
-            try:
-                (t,) = spec.infer(types, {}, declared)
-            except TypeRule as e:
-                raise self.error(_rule_message(op.opcode, e), loc, n) from None
-            self.set_dtype(op, t.dtype, loc, n)
+                    key.append(o.dtype)
+                else:  # the literal's type too: 1 == 1.0 == True for a dict
+                    key.append((type(o.value), o.value))
+            typed = _scalar_typing(tuple(key), spec, op)
+            if isinstance(typed, str):
+                raise self.error(typed, loc, n)
+            self.set_dtype(op, typed, loc, n)
 
     def set_dtype(self, op: BodyOp, dtype: DType, loc: Location | None, n: LoopNode) -> None:
         r = op.result
@@ -709,6 +825,26 @@ class _GraphVerifier:
             r.dtype = dtype
         elif r.dtype != dtype:
             raise self.error(f"%{r.name} has dtype {r.dtype}, expected {dtype}", loc, n)
+
+
+# (opcode, declared dtype, operand dtypes and literals) -> result dtype, or the error message:
+# loop bodies repeat a handful of typings (f32 mul f32, f32 add literal) thousands of times
+_SCALAR_TYPINGS: dict[tuple[Any, ...], DType | str] = {}
+
+
+def _scalar_typing(key: tuple[Any, ...], spec: OpSpec, op: BodyOp) -> DType | str:
+    typed = _SCALAR_TYPINGS.get(key)
+    if typed is None:
+        types = [TensorType(o.dtype, ()) if isinstance(o, BodyValue) else o for o in op.operands]
+        declared = [TensorType(op.dtype, ())] if op.dtype is not None else []
+        try:
+            (result,) = spec.infer(types, {}, declared)
+            typed = result.dtype
+        except TypeRule as e:
+            typed = _rule_message(op.opcode, e)
+        if len(_SCALAR_TYPINGS) < 100_000:
+            _SCALAR_TYPINGS[key] = typed
+    return typed
 
 
 def _rule_message(op: str, e: TypeRule) -> str:
@@ -729,6 +865,11 @@ def _expr(e: Any) -> str:
     from .symbolic import print_expr
 
     return print_expr(e)
+
+
+@lru_cache(maxsize=65536)
+def _free_symbols(e: Any) -> frozenset[Any]:
+    return frozenset(e.free_symbols)
 
 
 def body_defined_dtypes(body: Body) -> dict[str, DType | None]:

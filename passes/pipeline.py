@@ -21,6 +21,9 @@ from fir.ir.graph import Module
 from . import registry
 from .base import Option, OptionError, Pass
 
+# the timing entry of the verification that follows a pass: ``("fuse: verify", seconds)``
+VERIFY_SUFFIX = ": verify"
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
@@ -61,13 +64,16 @@ class Pipeline:
         for p in self.passes:
             start = time.perf_counter()
             module = p.apply(module)
+            applied = time.perf_counter()
             if timings is not None:
-                timings.append((p.name, time.perf_counter() - start))
+                timings.append((p.name, applied - start))
             if verify_each:
                 try:
                     verify_module(module)
                 except FirError as e:
                     raise FirError(f"after pass '{p.name}': {e.message}", e.loc) from None
+                if timings is not None:
+                    timings.append((f"{p.name}{VERIFY_SUFFIX}", time.perf_counter() - applied))
             if after_pass is not None:
                 after_pass(p, module)
         return module
@@ -75,14 +81,22 @@ class Pipeline:
 
 @contextmanager
 def _quiet_gc() -> Iterator[None]:
-    """Move the objects that exist now (the parsed program, sympy's caches) out of the cyclic
-    collector's view while passes run. A 10,000-node program is millions of objects; full
-    collections triggered by the passes' allocations would rescan them all, for nothing, and cost
-    more than some passes themselves."""
+    """No cyclic garbage collection while passes run. A 10,000-node program is millions of
+    objects; the collections that the passes' allocations trigger rescan them and find little
+    to free (passes drop nodes, which reference counting frees), and cost a fifth of the
+    pipeline's time (measured on 10,000-op programs: 1.47 s with them, 1.20 s without, for 1%
+    more peak memory; 6.0 s and 4.4 s for 16% more on a heavier one). Whatever cyclic garbage
+    the passes leave is collected after the run, by the next collection. The objects alive
+    before the run are frozen too, so that the first collection after it does not rescan the
+    whole program."""
+    enabled = gc.isenabled()
     gc.freeze()
+    gc.disable()
     try:
         yield
     finally:
+        if enabled:
+            gc.enable()
         gc.unfreeze()
 
 

@@ -294,7 +294,13 @@ def test_run_reports_each_pass() -> None:
         parse_module(PROGRAM), after_pass=lambda p, m: seen.append(p.name), timings=timings
     )
     assert seen == ["canonicalize", "cse", "canonicalize", "verify"]
-    assert [name for name, _ in timings] == seen and all(t >= 0 for _, t in timings)
+    # each pass, then the verification after it
+    assert [name for name, _ in timings] == [
+        s for name in seen for s in (name, f"{name}: verify")
+    ] and all(t >= 0 for _, t in timings)
+    timings.clear()
+    parse_pipeline("cleanup").run(parse_module(PROGRAM), verify_each=False, timings=timings)
+    assert [name for name, _ in timings] == ["canonicalize", "cse", "canonicalize"]
 
 
 def test_cse_keeps_random_ops_apart() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -33,3 +34,15 @@ def run_main(main: Callable[[], int]) -> NoReturn:
     except BrokenPipeError:
         pass
     os._exit(code)
+
+
+def seconds_since_process_start() -> float | None:
+    """Wall time since this process started (the interpreter's own start-up included), from
+    Linux's process table; None elsewhere. Its resolution is the kernel's clock tick (10 ms)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            fields = f.read().rpartition(")")[2].split()
+        start_ticks = int(fields[19])  # field 22 of stat(5), counted after the command name
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
