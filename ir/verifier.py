@@ -21,6 +21,7 @@ from .graph import (
     Graph,
     Literal,
     LoopNode,
+    LoopSchedule,
     Module,
     Node,
     TensorOp,
@@ -217,6 +218,10 @@ class _GraphVerifier:
         for o in n.operands:
             if isinstance(o, Value):
                 self.use(o, n.loc, n)
+        # programs repeat the same typings (f32[32, 64] add f32[32, 64]) thousands of times
+        typing = _tensor_typing_key(n)
+        if typing is not None and typing in _CHECKED_TENSOR_TYPINGS:
+            return
         count = len(n.operands)
         if count < spec.min_operands or (
             spec.max_operands is not None and count > spec.max_operands
@@ -239,6 +244,8 @@ class _GraphVerifier:
                 raise self.error(
                     f"'{n.op}' {which} {d} does not match the inferred type {i}", n.loc, n
                 )
+        if typing is not None and len(_CHECKED_TENSOR_TYPINGS) < 100_000:
+            _CHECKED_TENSOR_TYPINGS.add(typing)
 
     def attrs(self, n: TensorOp, spec: OpSpec) -> None:
         locs: dict[str, Location] = getattr(n, "_attr_locs", {})
@@ -281,6 +288,10 @@ class _GraphVerifier:
         assert d is not None
         own = {r.name for r in n.results}
         where = d.loc or n.loc
+        # the shapes of the accesses (variables, sizes) depend on the clause alone: checked
+        # once while it stays as it is; the names are checked against the graph every time
+        shapes = (d, tuple(d.reads), tuple(d.writes), self.size_symbol_key)
+        shapes_checked = getattr(n, "_verified_deps", None) == shapes
         for dep in d.reads:
             if dep.buffer not in self.names:
                 raise self.error(
@@ -288,7 +299,8 @@ class _GraphVerifier:
                     dep.loc or where,
                     n,
                 )
-            self.dep_shape(dep, n, where)
+            if not shapes_checked:
+                self.dep_shape(dep, n, where)
         for dep in d.writes:
             if dep.buffer not in own and dep.buffer not in self.names:
                 raise self.error(
@@ -297,7 +309,8 @@ class _GraphVerifier:
                     dep.loc or where,
                     n,
                 )
-            self.dep_shape(dep, n, where)
+            if not shapes_checked:
+                self.dep_shape(dep, n, where)
         for w in d.weak:
             if w.buffer not in self.node_pos:
                 raise self.error(
@@ -320,6 +333,7 @@ class _GraphVerifier:
                     loc,
                     n,
                 )
+        n._verified_deps = shapes  # type: ignore[attr-defined]
 
     def dep_shape(self, dep: Any, n: Node, where: Location | None) -> None:
         from .deps import MemoryDep
@@ -385,11 +399,25 @@ class _GraphVerifier:
     def schedule(self, n: LoopNode) -> None:
         """``order (…)``: every loop of size other than 1 once, pointwise loops before the ';'
         and reduction loops after, each loop's size the product of its variables' sizes."""
+        sched = n.schedule
+        assert sched is not None
+        # loops and orders repeat across nodes: a combination that passed passes again
+        key = (
+            tuple(sched.loops),
+            tuple(sched.reduction),
+            tuple(n.ranges),
+            tuple(n.reduction_ranges),
+        )
+        if key in _CHECKED_SCHEDULES:
+            return
+        self.check_schedule(n, sched)
+        if len(_CHECKED_SCHEDULES) < 100_000:
+            _CHECKED_SCHEDULES.add(key)
+
+    def check_schedule(self, n: LoopNode, sched: LoopSchedule) -> None:
         from .kernels import dims_equal
         from .types import dims_mul
 
-        sched = n.schedule
-        assert sched is not None
         loc = sched.loc or n.loc
         sizes = dict(n.ranges + n.reduction_ranges)
         pointwise = {v for v, _ in n.ranges}
@@ -510,7 +538,27 @@ class _GraphVerifier:
                         n.loc,
                         n,
                     )
-            info, bad, why = kernel_space(k)
+            # the iteration space depends on the members' loops, orders and reductions only
+            space_key = (
+                tuple(k.nodes),
+                tuple(
+                    (
+                        tuple(n.ranges),
+                        tuple(n.reduction_ranges),
+                        n.reduction,
+                        (tuple(n.schedule.loops), tuple(n.schedule.reduction))
+                        if n.schedule is not None
+                        else None,
+                    )
+                    for n in k.nodes
+                    if isinstance(n, LoopNode)
+                ),
+                k.over,
+            )
+            if getattr(k, "_verified_space", None) == space_key:
+                info, bad, why = k._verified_space_info, None, ""  # type: ignore[attr-defined]
+            else:
+                info, bad, why = kernel_space(k)
             if info is None:
                 assert bad is not None
                 raise self.error(
@@ -525,6 +573,7 @@ class _GraphVerifier:
                     f"{describe_over(over_of(info))}",
                     k.loc,
                 )
+            k._verified_space, k._verified_space_info = space_key, info  # type: ignore[attr-defined]
             members = {id(n) for n in k.nodes}
             results = {id(r) for n in k.nodes for r in n.results}
             for j, v in enumerate(k.local):
@@ -826,6 +875,37 @@ class _GraphVerifier:
         elif r.dtype != dtype:
             raise self.error(f"%{r.name} has dtype {r.dtype}, expected {dtype}", loc, n)
 
+
+# (op, operand types, attributes, result types) of tensor ops that passed their checks
+_CHECKED_TENSOR_TYPINGS: set[tuple[Any, ...]] = set()
+
+
+def _tensor_typing_key(n: TensorOp) -> tuple[Any, ...] | None:
+    """What the checks of a tensor op (other than its operands' scoping) depend on, or None
+    when an attribute value cannot be a dict key."""
+    key = (
+        n.op,
+        tuple(o.type if isinstance(o, Value) else (type(o.value), o.value) for o in n.operands),
+        tuple((k, _frozen(v)) for k, v in n.attrs.items() if k not in ANNOTATION_KEYS),
+        tuple(r.type for r in n.results),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _frozen(v: Any) -> Any:
+    if isinstance(v, list):
+        return ("list", tuple(_frozen(x) for x in v))
+    if isinstance(v, Value):
+        return ("value", v.type)
+    return (type(v), v)
+
+
+# (loops, order, ranges) of the loop orders that passed their checks
+_CHECKED_SCHEDULES: set[tuple[Any, ...]] = set()
 
 # (opcode, declared dtype, operand dtypes and literals) -> result dtype, or the error message:
 # loop bodies repeat a handful of typings (f32 mul f32, f32 add literal) thousands of times
