@@ -1,5 +1,5 @@
 """Transformer-like blocks at tensor level, for the benchmarks: ``bench_fuse`` lowers them with
-``decompose,lower,inline,deps,dce`` and times ``fuse``; ``bench_pipeline`` times the lowering.
+``decompose,lower,inline,deps,dce`` and times ``fuse``; ``bench_pipeline`` times the whole middle end.
 
 Each block is what a transformer layer does (layer_norm, matmul + bias, attention scores with
 softmax, residual adds, gelu MLP, a row normalisation), 13 loop-level nodes of which 4 are
