@@ -158,10 +158,10 @@ def print_body(body: Body, out: list[str], indent: str) -> None:
 
 
 def body_op_str(op: BodyOp) -> str:
-    from .symbolic import print_expr
-
     lhs = f"%{op.result.name} = "
     if op.opcode == "load":
+        from .symbolic import print_expr  # only here: most ops print no index expression
+
         assert op.buffer is not None and op.index is not None
         text = f"load %{op.buffer.name}[{print_expr(op.index)}]"
         if op.mask is not None:
@@ -171,6 +171,8 @@ def body_op_str(op: BodyOp) -> str:
     if op.opcode == "indirect":
         return lhs + f"indirect {body_operand_str(op.operands[0])} < {dim_str(op.bound)}"
     if op.opcode == "index":
+        from .symbolic import print_expr
+
         assert op.index is not None and op.dtype is not None
         return lhs + f"index {print_expr(op.index)} : {op.dtype}"
     text = op.opcode

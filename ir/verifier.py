@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from .deps import MemoryDep
 from .dtypes import DType
 from .errors import Location, VerifyError
 from .graph import (
@@ -27,8 +28,9 @@ from .graph import (
     TensorOp,
     Value,
 )
+from .kernels import describe_over, dims_equal, kernel_space, over_of, same_over
 from .ops import OPS, AttrSpec, OpSpec, TypeRule, literal_fits
-from .types import TensorType, dim_str
+from .types import TensorType, dim_str, dims_mul
 
 
 def verify_module(m: Module) -> None:
@@ -336,8 +338,6 @@ class _GraphVerifier:
         n._verified_deps = shapes  # type: ignore[attr-defined]
 
     def dep_shape(self, dep: Any, n: Node, where: Location | None) -> None:
-        from .deps import MemoryDep
-
         if isinstance(dep, MemoryDep):
             # the same access recurs across nodes; its variables and sizes need one check
             key = (dep.index, dep.ranges, dep.nbytes)
@@ -415,9 +415,6 @@ class _GraphVerifier:
             _CHECKED_SCHEDULES.add(key)
 
     def check_schedule(self, n: LoopNode, sched: LoopSchedule) -> None:
-        from .kernels import dims_equal
-        from .types import dims_mul
-
         loc = sched.loc or n.loc
         sizes = dict(n.ranges + n.reduction_ranges)
         pointwise = {v for v, _ in n.ranges}
@@ -493,8 +490,6 @@ class _GraphVerifier:
                 )
 
     def kernels(self) -> None:
-        from .kernels import describe_over, kernel_space, over_of, same_over
-
         g = self.g
         pos_of = {id(n): k for k, n in enumerate(g.nodes)}
         owner: dict[int, str] = {}
@@ -650,8 +645,6 @@ class _GraphVerifier:
         )
 
     def check_loop_node(self, n: LoopNode) -> None:
-        from .symbolic import is_indirect
-
         if n.reduction is not None and n.reduction not in REDUCTION_KINDS:
             raise self.error(f"unknown reduction kind '{n.reduction}'", n.loc, n)
         if n.reduction is not None and not n.reduction_ranges:
@@ -690,6 +683,8 @@ class _GraphVerifier:
                 if done in self.checked_indices:
                     body_defined.add(id(op.result))
                     continue
+                from .symbolic import is_indirect  # here: most indices were checked before
+
                 indirect = False
                 for s in _free_symbols(op.index):
                     if is_indirect(s):
