@@ -53,8 +53,46 @@ class VerifyError(FirError):
 
 
 class PipelineError(FirError):
-    """A pass pipeline names an unknown pass, option or value."""
+    """A pass pipeline names an unknown pass, option or value, or a pass that cannot run on the
+    program as it is (a loop-level pass on a tensor-level program)."""
 
 
 class InterpreterError(FirError):
-    """The program did something at run time that has no defined result (an index out of bounds)."""
+    """The program did something at run time that has no defined result (an index out of bounds).
+
+    The faults that PyTorch reports with a built-in exception type are raised as subclasses that
+    are also that type, so that code written against eager PyTorch catches them the same way."""
+
+
+class InterpreterIndexError(InterpreterError, IndexError, RuntimeError):
+    """An index out of bounds (a gather, an embedding, a load through an indirect index). Eager
+    PyTorch raises :class:`IndexError` for indexing, ``index_select`` and ``embedding`` but
+    :class:`RuntimeError` for ``gather`` and ``scatter``; at loop level both are the same load,
+    so this is both."""
+
+
+class InterpreterZeroDivisionError(InterpreterError, ZeroDivisionError, RuntimeError):
+    """An integer division or modulo by zero. Eager PyTorch raises
+    ``RuntimeError: ZeroDivisionError`` for it: this is both."""
+
+
+class InterpreterMemoryError(InterpreterError, MemoryError, RuntimeError):
+    """A buffer the interpreter needs cannot be allocated (``nbytes`` bytes, when known). Eager
+    PyTorch raises :class:`RuntimeError` when CPU memory runs out: this is both."""
+
+    def __init__(
+        self, message: str, loc: Location | None = None, nbytes: int | None = None
+    ) -> None:
+        super().__init__(message, loc)
+        self.nbytes = nbytes
+
+
+def format_bytes(n: int) -> str:
+    """``399999999996`` -> ``"372.5 GiB (399999999996 bytes)"``: binary units, exact count."""
+    if n < 1024:
+        return f"{n} bytes"
+    size, k = n / 1024, 0
+    units = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    while round(size, 1) >= 1024 and k < len(units) - 1:
+        size, k = size / 1024, k + 1
+    return f"{size:.1f} {units[k]} ({n} bytes)"

@@ -8,7 +8,12 @@ It is the oracle of the test suite, so it favours being obviously right over bei
   on those grids, loads gather from a flat storage, and a reduction reduces the trailing
   (reduction) axes of the grid;
 * anything with no defined result (an index out of bounds, integer division by zero, an input
-  of the wrong shape) raises :class:`~fir.ir.errors.InterpreterError`, never a torch exception.
+  of the wrong shape) raises :class:`~fir.ir.errors.InterpreterError`, never a torch exception:
+  an index out of bounds as :class:`~fir.ir.errors.InterpreterIndexError` (also an
+  ``IndexError``), a division by zero as :class:`~fir.ir.errors.InterpreterZeroDivisionError`
+  (also a ``ZeroDivisionError``), a buffer too large to allocate as
+  :class:`~fir.ir.errors.InterpreterMemoryError` (also a ``MemoryError``). The message names
+  the node once, then the body op, then what went wrong.
 
 Values are kept as *logical* tensors (the shape of their type). A loop-level load addresses the
 flat storage of a buffer; that storage is built on first use by placing the logical tensor
@@ -18,6 +23,7 @@ through the buffer type's layout (contiguous row-major unless the type says ``st
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +33,15 @@ import torch.nn.functional as F
 
 from . import symbolic
 from .dtypes import DType
-from .errors import FirError, InterpreterError
+from .errors import (
+    FirError,
+    InterpreterError,
+    InterpreterIndexError,
+    InterpreterMemoryError,
+    InterpreterZeroDivisionError,
+    Location,
+    format_bytes,
+)
 from .externs import decode_torch_object
 from .graph import (
     Body,
@@ -45,7 +59,7 @@ from .graph import (
 from .ops import OPS
 from .types import TensorType
 
-__all__ = ["ELEMENTWISE", "apply_elementwise", "run_graph", "run_module"]
+__all__ = ["ELEMENTWISE", "allocation_failure", "apply_elementwise", "run_graph", "run_module"]
 
 Scalar = bool | int | float
 
@@ -53,12 +67,25 @@ Scalar = bool | int | float
 # Elementwise ops: one table for tensor level and loop bodies.
 
 
-def _check_int_divisor(b: Any) -> None:
+def _check_int_divisor(
+    b: Any, name: str = "", where: Callable[[tuple[int, ...]], str] | None = None
+) -> None:
+    """Raise if the integer divisor ``b`` is zero anywhere; ``name`` is its operand and
+    ``where`` says at which position, for the message."""
     if isinstance(b, torch.Tensor):
-        if not (b.is_floating_point() or b.dtype == torch.bool) and bool((b == 0).any()):
-            raise InterpreterError("integer division by zero")
+        if b.is_floating_point() or b.dtype == torch.bool:
+            return
+        bad = b == 0
+        if bool(bad.any()):
+            detail = ""
+            if name:
+                pos = tuple(int(i) for i in bad.nonzero()[0]) if bad.dim() else ()
+                at = where(pos) if where else "[" + ", ".join(map(str, pos)) + "]"
+                detail = f": {name} is 0 at {at}" if pos or where else f": {name} is 0"
+            raise InterpreterZeroDivisionError(f"integer division by zero{detail}")
     elif isinstance(b, int) and not isinstance(b, bool) and b == 0:
-        raise InterpreterError("integer division by zero")
+        detail = f": {name} is 0" if name else ""
+        raise InterpreterZeroDivisionError(f"integer division by zero{detail}")
 
 
 def _is_int_tensor(a: Any) -> bool:
@@ -201,7 +228,7 @@ def _as_long(x: Any) -> torch.Tensor:
 def _idx_floordiv(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         if b == 0:
-            raise InterpreterError("floor division by zero in an index expression")
+            raise InterpreterZeroDivisionError("floor division by zero in an index expression")
         return a // b
     _check_int_divisor(b)
     return torch.div(_as_long(a), b, rounding_mode="floor")
@@ -210,7 +237,7 @@ def _idx_floordiv(a: Any, b: Any) -> Any:
 def _idx_mod(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         if b == 0:
-            raise InterpreterError("modulo by zero in an index expression")
+            raise InterpreterZeroDivisionError("modulo by zero in an index expression")
         return a % b
     _check_int_divisor(b)
     return torch.remainder(_as_long(a), b)
@@ -413,7 +440,15 @@ class _Run:
             if k is not None:
                 if id(k) not in done:
                     done.add(id(k))
-                    self.run_kernel_tiled(k)
+                    try:
+                        self.run_kernel_tiled(k)
+                    except (RuntimeError, MemoryError) as e:
+                        failed, nbytes = allocation_failure(e)
+                        if isinstance(e, FirError) or not failed:
+                            raise
+                        results = [r for n in k.nodes for r in n.results]
+                        what = f"kernel @{k.name}"
+                        raise _memory_error(what, results, nbytes, self, k.loc) from e
             else:
                 self.run_node(node)
             for v in local_after.get(id(node), ()):
@@ -424,7 +459,13 @@ class _Run:
         for v in self.graph.outputs:
             t = self.get(v)
             if t.numel() and t.untyped_storage().data_ptr() in input_ptrs:
-                t = t.clone()  # never hand back an alias of a caller's input
+                try:
+                    t = t.clone()  # never hand back an alias of a caller's input
+                except (RuntimeError, MemoryError) as e:
+                    failed, _ = allocation_failure(e)
+                    if not failed:
+                        raise
+                    raise _memory_error(f"output %{v.name}", [v], None, self, None) from e
             outs.append(t)
         return outs
 
@@ -451,11 +492,32 @@ class _Run:
             for r, t in zip(node.results, outs):
                 self.values[r] = self.conform(r, t)
         except FirError as e:
-            if e.loc is not None:
-                raise
-            raise InterpreterError(f"{_node_name(node)}: {e.message}", node.loc) from e
-        except (RuntimeError, IndexError, ValueError, TypeError, OverflowError) as e:
-            raise InterpreterError(f"{_node_name(node)}: {type(e).__name__}: {e}", node.loc) from e
+            # the one place that names the node: what was raised below names the body op (if
+            # any) and what went wrong; its class (an IndexError, ...) is kept
+            _add_context(e, _node_name(node), node.loc)
+            raise
+        except (RuntimeError, IndexError, ValueError, TypeError, OverflowError, MemoryError) as e:
+            # a torch exception (an extern call, an eager op): keep its kind
+            failed, nbytes = allocation_failure(e)
+            if failed or self.too_large(node):
+                raise _memory_error(_node_name(node), node.results, nbytes, self, node.loc) from e
+            cls: type[InterpreterError] = InterpreterError
+            if isinstance(e, IndexError):
+                cls = InterpreterIndexError
+            elif str(e) == "ZeroDivisionError":  # torch's integer division by zero
+                cls = InterpreterZeroDivisionError
+            raise cls(f"{_node_name(node)}: {type(e).__name__}: {e}", node.loc) from e
+
+    def nbytes(self, v: Value) -> int | None:
+        """The bytes of ``v``'s logical tensor; None where a size does not evaluate."""
+        try:
+            return math.prod(self.shape(v.type)) * v.type.dtype.itemsize
+        except FirError:
+            return None
+
+    def too_large(self, node: Node) -> bool:
+        """Whether a result of ``node`` is too large for torch to index (2**63 bytes or more)."""
+        return any((self.nbytes(r) or 0) >= 2**63 for r in node.results)
 
     def conform(self, r: Value, t: torch.Tensor) -> torch.Tensor:
         """Check a result against its declared type; convert to the declared dtype."""
@@ -512,6 +574,9 @@ class _Run:
                 else literal_tensor(x.value, out_dtype)
             ]
         if spec.scalar:
+            if node.op in ("floordiv", "mod") and len(args) == 2 and _is_int_tensor(args[0]):
+                divisor = args[1].value if isinstance(args[1], Literal) else args[1]
+                _check_int_divisor(divisor, _operand_name(node.operands[1]))
             return [apply_elementwise(node.op, args, out_dtype)]
         impl = _TENSOR_OPS.get(node.op)
         if impl is None:
@@ -680,6 +745,70 @@ def _node_name(node: Node) -> str:
     return f"{names} = {what}"
 
 
+def _operand_name(o: Any) -> str:
+    return f"%{o.name}" if isinstance(o, (Value, BodyValue)) else str(o)
+
+
+def _body_op_name(op: BodyOp) -> str:
+    """``%2 = load %w[3*%1 + i1]``, ``%2 = floordiv %0, %1``: the op as it is printed."""
+    from .printer import body_op_str
+
+    try:
+        return body_op_str(op)
+    except (AssertionError, AttributeError, TypeError, ValueError):  # a malformed op
+        return f"%{op.result.name} = {op.opcode}"
+
+
+def _add_context(e: FirError, context: str, loc: Location | None) -> None:
+    """Put ``context: `` before the message of ``e`` (raised by the interpreter, re-raised as it
+    is: an IndexError stays one) and locate it at ``loc`` unless it has a location."""
+    e.message = f"{context}: {e.message}"
+    e.args = (e.message,)
+    if e.loc is None:
+        e.loc = loc
+
+
+_ALLOC_BYTES = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
+
+
+def allocation_failure(e: BaseException) -> tuple[bool, int | None]:
+    """Whether ``e`` (raised by torch) says that memory could not be allocated, and how many
+    bytes were asked for when it says so."""
+    if isinstance(e, MemoryError):
+        return True, None
+    text = str(e)
+    m = _ALLOC_BYTES.search(text)
+    if m:
+        return True, int(m.group(1))
+    if "can't allocate memory" in text or "Storage size calculation overflowed" in text:
+        return True, None
+    return isinstance(e, torch.OutOfMemoryError), None
+
+
+def _memory_error(
+    context: str, results: Sequence[Value], requested: int | None, run: _Run, loc: Location | None
+) -> InterpreterMemoryError:
+    """``%y = exp: cannot allocate %y (f32[99999999999]): 372.5 GiB (399999999996 bytes)``, or,
+    where the allocation that failed was not the result itself, how much it asked for."""
+    sizes = [(r, run.nbytes(r)) for r in results]
+    named = ", ".join(
+        f"%{r.name} ({r.type}" + (f", {format_bytes(n)})" if n is not None else ")")
+        for r, n in sizes
+    )
+    total = sum(n for _, n in sizes if n is not None)
+    if requested is None or any(n == requested for _, n in sizes):
+        if len(sizes) == 1 and sizes[0][1] is not None:
+            r, n = sizes[0]
+            text = f"cannot allocate %{r.name} ({r.type}): {format_bytes(n)}"
+        else:
+            text = f"cannot allocate memory for {named or 'it'}"
+        return InterpreterMemoryError(f"{context}: {text}", loc, requested or total or None)
+    text = f"cannot allocate {format_bytes(requested)}"
+    if named:
+        text += f" while computing {named}"
+    return InterpreterMemoryError(f"{context}: {text}", loc, requested)
+
+
 def resolve_callee(name: str) -> Callable[..., Any]:
     """``aten.mm.default`` -> ``torch.ops.aten.mm.default``; ``torch.x.y`` -> ``torch.x.y``."""
     parts = name.split(".")
@@ -764,12 +893,9 @@ class _BodyEval:
             try:
                 self.vals[op.result] = self.op(op)
             except FirError as e:
-                if e.loc is not None:
-                    raise
-                raise InterpreterError(
-                    f"{_node_name(self.node)}, %{op.result.name} = {op.opcode}: {e.message}",
-                    op.loc or self.node.loc,
-                ) from e
+                # the body op here; the node by _Run.run_node
+                _add_context(e, _body_op_name(op), op.loc)
+                raise
         r = body.result
         return self.operand(r) if isinstance(r, BodyValue) else r
 
@@ -817,11 +943,18 @@ class _BodyEval:
             dtype = op.dtype.to_torch()
             return literal_tensor(x.value, dtype) if isinstance(x, Literal) else x.to(dtype)
         args = [self.operand(o) for o in op.operands]
+        if code in ("floordiv", "mod") and len(args) == 2 and _is_int_tensor(args[0]):
+            divisor = args[1].value if isinstance(args[1], Literal) else args[1]
+            name = _operand_name(op.operands[1])
+            _check_int_divisor(divisor, name, lambda pos: self.where(pos))
         fallback = op.result.dtype or op.dtype
         return apply_elementwise(code, args, fallback.to_torch() if fallback else None)
 
-    def check_indirect(self, expr: Any, mask: torch.Tensor | None) -> None:
-        """Raise if an indirect index used by ``expr`` is out of its bound where ``mask`` holds."""
+    def check_indirect(
+        self, expr: Any, mask: torch.Tensor | None, buf: Value | None = None
+    ) -> None:
+        """Raise if an indirect index used by ``expr`` (an index of ``buf``, if a load) is out of
+        its bound where ``mask`` holds."""
         for sym in symbolic.free_symbols(expr):
             if not symbolic.is_indirect(sym):
                 continue
@@ -837,8 +970,9 @@ class _BodyEval:
             if bool(bad.any()):
                 pos = self.first(bad)
                 bad_value = int(value.expand(bad.shape)[pos]) if value.dim() else int(value)
-                raise InterpreterError(
-                    f"indirect index {sym.name} = {bad_value} is out of bounds [0, {bound}) "
+                of = f" for %{buf.name} ({buf.type})" if buf is not None else ""
+                raise InterpreterIndexError(
+                    f"indirect index {sym.name} = {bad_value} is out of bounds [0, {bound}){of} "
                     f"at {self.where(pos)}"
                 )
 
@@ -872,10 +1006,9 @@ class _BodyEval:
             pos = self.first(bad)
             element = int(idx[pos]) if idx.dim() else int(idx)
             raise InterpreterError(
-                f"kernel @{tile.kernel.name}: {_node_name(self.node)} reads "
-                f"%{buf.name}[{_expr_str(op.index)}] = element {element} at {self.where(pos)}, "
-                "which the kernel computes for other output elements: a fused kernel cannot "
-                "read it there"
+                f"in kernel @{tile.kernel.name}, reads element {element} of %{buf.name} at "
+                f"{self.where(pos)}, which the kernel computes for other output elements: a "
+                "fused kernel cannot read it there"
             )
 
     def first(self, bad: torch.Tensor) -> tuple[int, ...]:
@@ -898,7 +1031,7 @@ class _BodyEval:
             mask = m if isinstance(m, torch.Tensor) else literal_tensor(m.value, torch.bool)
             if mask.dtype != torch.bool:
                 mask = mask != 0
-        self.check_indirect(op.index, mask)
+        self.check_indirect(op.index, mask, buf)
         idx = _as_long(eval_index(op.index, self.env))
         if mask is not None:
             idx, mask = torch.broadcast_tensors(idx, mask)
@@ -908,9 +1041,9 @@ class _BodyEval:
             bad = bad & mask
         if bool(bad.any()):
             pos = self.first(bad)
-            raise InterpreterError(
-                f"load %{buf.name}[{_expr_str(op.index)}] reads element {int(idx[pos])}, outside its "
-                f"storage of {size} element(s), at {self.where(pos)}"
+            raise InterpreterIndexError(
+                f"reads element {int(idx[pos])}, outside its storage of {size} element(s) "
+                f"(%{buf.name}: {buf.type}), at {self.where(pos)}"
             )
         tile = self.run_.tile
         if tile is not None and id(buf) in tile.produced:
@@ -971,6 +1104,11 @@ class _Call:
     def attr(self, name: str) -> Any:
         return self.run.resolve(self.spec.attr(self.node.attrs, name))
 
+    def describe(self, i: int) -> str:
+        """Operand ``i`` for a message: ``%x (f32[4, 3])``."""
+        o = self.node.operands[i] if i < len(self.node.operands) else None
+        return f"%{o.name} ({o.type})" if isinstance(o, Value) else f"operand #{i}"
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self.run.shape(self.node.results[0].type)
@@ -998,10 +1136,12 @@ def _op(*names: str) -> Callable[[Callable[[_Call], Any]], Callable[[_Call], Any
     return deco
 
 
-def _check_indices(idx: torch.Tensor, size: int, what: str) -> None:
+def _check_indices(idx: torch.Tensor, size: int, what: str, of: str) -> None:
+    """Raise if an element of ``idx`` (``what``: an index, a target) is outside [0, size) of
+    ``of``: ``index 7 is out of bounds [0, 4) for dimension 0 of %x (f32[4])``."""
     if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= size):
         bad = idx[(idx < 0) | (idx >= size)][0]
-        raise InterpreterError(f"{what} index {int(bad)} is out of bounds [0, {size})")
+        raise InterpreterIndexError(f"{what} {int(bad)} is out of bounds [0, {size}) for {of}")
 
 
 # -- activations and composites
@@ -1123,7 +1263,7 @@ def _check_targets(c: _Call) -> None:
     x, t = c.t(0), c.t(1)
     ignore = c.attr("ignore_index")
     live = t[t != ignore]
-    _check_indices(live, x.shape[-1], f"'{c.node.op}' target")
+    _check_indices(live, x.shape[-1], "target", f"the classes of {c.describe(0)}")
 
 
 @_op("cross_entropy")
@@ -1175,7 +1315,7 @@ def _(c: _Call) -> torch.Tensor:
 @_op("embedding")
 def _(c: _Call) -> torch.Tensor:
     w, idx = c.t(0), c.t(1)
-    _check_indices(idx, w.shape[0], "'embedding'")
+    _check_indices(idx, w.shape[0], "index", f"the rows of {c.describe(0)}")
     return F.embedding(idx, w)
 
 
@@ -1183,15 +1323,19 @@ def _(c: _Call) -> torch.Tensor:
 def _(c: _Call) -> torch.Tensor:
     x, idx = c.t(0), c.t(1)
     dim = c.attr("dim") % max(x.dim(), 1)
-    _check_indices(idx, x.shape[dim] if x.dim() else 1, "'gather'")
+    _check_indices(idx, x.shape[dim] if x.dim() else 1, "index", _dim_of(c, dim))
     return torch.gather(x, dim, idx.to(torch.int64))
+
+
+def _dim_of(c: _Call, dim: int) -> str:
+    return f"dimension {dim} of {c.describe(0)}"
 
 
 @_op("index_select")
 def _(c: _Call) -> torch.Tensor:
     x, idx = c.t(0), c.t(1)
     dim = c.attr("dim") % max(x.dim(), 1)
-    _check_indices(idx, x.shape[dim] if x.dim() else 1, "'index_select'")
+    _check_indices(idx, x.shape[dim] if x.dim() else 1, "index", _dim_of(c, dim))
     return torch.index_select(x, dim, idx)
 
 
@@ -1334,7 +1478,7 @@ def _(c: _Call) -> torch.Tensor:
         view = [1] * len(shape)
         view[k] = n
         idx = idx + torch.arange(n, dtype=torch.int64).view(view) * s
-    _check_indices(idx, flat.numel(), "'as_strided' storage")
+    _check_indices(idx, flat.numel(), "storage index", c.describe(0))
     return flat[idx]
 
 

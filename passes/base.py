@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fir.ir.errors import PipelineError
+from fir.ir.errors import Location, PipelineError
 from fir.ir.graph import Module
 
 
@@ -36,6 +36,12 @@ class Pass:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     options: ClassVar[dict[str, Option]] = {}
+    # The level of program the pass works on: "any", or "loop" for a pass that does nothing
+    # useful before 'lower' (it acts on loop nodes only). The pipeline refuses to run a "loop"
+    # pass on a function that has tensor-level ops and no loop node yet.
+    input_level: ClassVar[str] = "any"
+    # Where the pass is named in the pipeline text, for errors (set by parse_pipeline).
+    pipeline_loc: Location | None = None
 
     def __init__(self, **values: Any) -> None:
         for key, opt in self.options.items():

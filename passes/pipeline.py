@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fir.ir.errors import FirError, Location, PipelineError
-from fir.ir.graph import Module
+from fir.ir.graph import LoopNode, Module, TensorOp
 
 from . import registry
 from .base import Option, OptionError, Pass
@@ -63,6 +63,8 @@ class Pipeline:
     ) -> Module:
         for p in self.passes:
             start = time.perf_counter()
+            if p.input_level == "loop":
+                _check_loop_level(p, module)
             module = p.apply(module)
             applied = time.perf_counter()
             if timings is not None:
@@ -77,6 +79,34 @@ class Pipeline:
             if after_pass is not None:
                 after_pass(p, module)
         return module
+
+
+def _check_loop_level(p: Pass, module: Module) -> None:
+    """A pass that works on loop nodes would leave a function that has tensor-level ops and no
+    loop node yet (``lower`` has not run) unchanged and say nothing: refuse it, pointing at the
+    pass in the pipeline text (else at the first tensor-level op)."""
+    for g in module.funcs:
+        first: TensorOp | None = None
+        for n in g.nodes:
+            if isinstance(n, LoopNode):
+                first = None
+                break
+            if first is None and isinstance(n, TensorOp):
+                first = n
+        if first is None:
+            continue
+        names = ", ".join("%" + r.name for r in first.results)
+        where = f" at {first.loc}" if p.pipeline_loc is not None and first.loc is not None else ""
+        lowering = (registry.pipeline_text("lowering") or "").split(",")
+        if p.name in lowering:
+            fix = "run 'lower' before it, or the 'lowering' pipeline, which includes it"
+        else:
+            fix = f"run the 'lowering' pipeline before it, e.g. -p 'lowering,{p.name}'"
+        raise PipelineError(
+            f"pass '{p.name}' works on loop-level programs, but @{g.name} is at tensor level "
+            f"({names} = {first.op}{where}); {fix}",
+            p.pipeline_loc or first.loc,
+        )
 
 
 @contextmanager
@@ -219,11 +249,13 @@ def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
                 value_col,
             ) from None
     try:
-        return cls(**values)
+        p = cls(**values)
     except OptionError as e:
         # the pass rejected an option value in its constructor: point at that value
         where = spec.options.get(e.option)
         raise _error(e.message, text, source, where[2] if where else spec.column) from None
+    p.pipeline_loc = Location(source, 1, spec.column + 1, text)
+    return p
 
 
 def _article(word: str) -> str:

@@ -515,3 +515,54 @@ def test_import_fir_does_not_import_torch() -> None:
     code = "import sys, fir; print(callable(fir.explain), 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Run-time faults: the exception eager PyTorch raises, the node named once
+
+
+@pytest.mark.parametrize("pipeline", ["cleanup", "fusion"])
+def test_out_of_range_index_raises_an_index_error(pipeline: str) -> None:
+    from fir.ir.errors import InterpreterError
+
+    x, i = torch.randn(4), torch.tensor([7])
+    with pytest.raises(IndexError):  # what eager raises
+        x[i]
+    f = compile_fir(lambda x, i: x[i], pipeline=pipeline)
+    with pytest.raises(IndexError) as info:
+        f(x, i)
+    e = info.value
+    assert isinstance(e, InterpreterError)
+    assert "7 is out of bounds [0, 4)" in e.message and "%arg0_1 (f32[4])" in e.message
+    node = e.message.split(":")[0]  # "%index_rows = pointwise"
+    assert node.startswith("%") and e.message.count(node.split(" =")[0] + " =") == 1
+    if pipeline == "fusion":
+        assert e.message.startswith("%index_rows = pointwise: %5 = load %arg0_1[%4]: ")
+
+
+def test_out_of_range_embedding_index_raises_an_index_error() -> None:
+    w, ids = torch.randn(4, 3), torch.tensor([1, 9])
+    f = compile_fir(lambda w, i: torch.nn.functional.embedding(i, w), pipeline="fusion")
+    with pytest.raises(IndexError) as info:
+        f(w, ids)
+    assert info.value.message == (
+        "%embedding = pointwise: %2 = load %arg1_1[3*%1 + i1]: indirect index %1 = 9 is out of "
+        "bounds [0, 4) for %arg1_1 (f32[4, 3]) at (i0=1, i1=0)"
+    )
+
+
+@pytest.mark.parametrize("pipeline", ["cleanup", "fusion"])
+@pytest.mark.parametrize("op", ["floordiv", "mod"])
+def test_integer_division_by_zero_raises_like_eager(pipeline: str, op: str) -> None:
+    fn = (lambda a, b: a // b) if op == "floordiv" else (lambda a, b: a % b)
+    a, b = torch.tensor([4, 5]), torch.tensor([2, 0])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):  # what eager raises
+        fn(a, b)
+    f = compile_fir(fn, pipeline=pipeline)
+    with pytest.raises(ZeroDivisionError) as info:
+        f(a, b)
+    assert isinstance(info.value, RuntimeError)  # `except RuntimeError` keeps working
+    message = info.value.message
+    assert "integer division by zero: %" in message
+    node = message.split(" =")[0]  # the node is named once
+    assert message.startswith("%") and node not in message[len(node) :]

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from fir.ir import ops as fir_ops  # noqa: E402
 from fir.ir.errors import InterpreterError  # noqa: E402
+from fir.ir.graph import Module  # noqa: E402
 from fir.ir.interpreter import run_graph, run_module  # noqa: E402
 from fir.ir.parser import parse_file, parse_module  # noqa: E402
 from fir.ir.printer import print_module  # noqa: E402
@@ -1111,3 +1112,141 @@ def test_outputs_do_not_alias_inputs():
     (y,) = run("func @f(%x: f32[3]) -> (f32[3]) {\n  return %x\n}\n", x)
     y.add_(1)
     assert not torch.equal(x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run-time faults keep the kind of exception eager PyTorch raises; the node is named once
+
+
+def _without_locations(src: str) -> Module:
+    """The module of ``src`` with no source locations, as the FX importer builds them."""
+    m = parse_module(textwrap.dedent(src))
+    for g in m.funcs:
+        for n in g.nodes:
+            n.loc = None
+            for op in n.body.ops if getattr(n, "body", None) is not None else ():
+                op.loc = None
+    return m
+
+
+@pytest.mark.parametrize("located", [True, False])
+def test_indirect_out_of_bounds_is_an_index_error_naming_node_buffer_value_bound(
+    located: bool,
+) -> None:
+    from fir.ir.errors import InterpreterIndexError
+
+    w, ids = randn(10, 3, seed=81), torch.tensor([9, 0, 12, 4])
+    m = parse_module(EMBED) if located else _without_locations(EMBED)
+    with pytest.raises(IndexError) as info:
+        run_module(m, [ids, w])
+    e = info.value
+    assert isinstance(e, InterpreterIndexError) and isinstance(e, InterpreterError)
+    assert isinstance(e, RuntimeError)  # eager gather/scatter raise RuntimeError
+    assert e.message == (
+        "%y = pointwise: %2 = load %w[3*%1 + i1]: indirect index %1 = 12 is out of bounds "
+        "[0, 10) for %w (f32[10, 3]) at (i0=2, i1=0)"
+    )
+    assert (e.loc is not None) == located
+
+
+@pytest.mark.parametrize("located", [True, False])
+def test_integer_division_by_zero_is_a_zero_division_error(located: bool) -> None:
+    from fir.ir.errors import InterpreterZeroDivisionError
+
+    a = torch.tensor([1, 2], dtype=torch.int32)
+    b = torch.tensor([1, 0], dtype=torch.int32)
+    src = _loop_program("floordiv", [a, b], a)
+    m = parse_module(src) if located else _without_locations(src)
+    with pytest.raises(ZeroDivisionError) as info:
+        run_module(m, [a, b])
+    e = info.value
+    assert isinstance(e, InterpreterZeroDivisionError) and isinstance(e, RuntimeError)
+    assert e.message == (
+        "%y = pointwise: %2 = floordiv %0, %1: integer division by zero: %1 is 0 at (i0=1)"
+    )
+    # tensor level: the operand and the element
+    with pytest.raises(InterpreterZeroDivisionError) as info:
+        run(one_op("mod", [a, b], "%a0, %a1", a), a, b)
+    assert info.value.message == "%y = mod: integer division by zero: %a1 is 0 at [1]"
+    # user code written for eager PyTorch (RuntimeError: ZeroDivisionError) still catches it
+    try:
+        run(one_op("floordiv", [a, b], "%a0, %a1", a), a, b)
+    except RuntimeError as caught:
+        assert "integer division by zero" in str(caught)
+    else:
+        raise AssertionError("no error")
+
+
+def test_tensor_level_index_errors_name_the_operand_and_dimension() -> None:
+    x, idx = randn(2, 4), torch.tensor([[0, 5], [1, 2]])
+    src = one_op("gather", [x, idx], "%a0, %a1", randn(2, 2), "dim = 1")
+    with pytest.raises(IndexError) as info:
+        run(src, x, idx)
+    assert info.value.message == (
+        "%y = gather: index 5 is out of bounds [0, 4) for dimension 1 of %a0 (f32[2, 4])"
+    )
+    w, ids = randn(4, 3), torch.tensor([1, 9])
+    with pytest.raises(IndexError, match=r"index 9 is out of bounds \[0, 4\) for the rows of %a0"):
+        run(one_op("embedding", [w, ids], "%a0, %a1", randn(2, 3)), w, ids)
+
+
+def test_load_outside_storage_is_an_index_error() -> None:
+    src = """
+    func @f(%x: f32[8]) -> (f32[8]) {
+      %y = pointwise : f32[8] over (i0 < 8) {
+        %0 = load %x[i0 + 1]
+        yield %0
+      }
+      return %y
+    }
+    """
+    with pytest.raises(IndexError) as info:
+        run(src, randn(8))
+    assert info.value.message == (
+        "%y = pointwise: %0 = load %x[i0 + 1]: reads element 8, outside its storage of 8 "
+        "element(s) (%x: f32[8]), at (i0=7)"
+    )
+
+
+def test_other_run_time_errors_stay_plain_interpreter_errors() -> None:
+    with pytest.raises(InterpreterError) as info:
+        run(ADD, torch.zeros(2, 3), torch.zeros(4))
+    assert not isinstance(info.value, (IndexError, ZeroDivisionError, MemoryError))
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        (
+            "%y = full 1.0 : f32[99999999999999]",
+            "%y = full: cannot allocate %y (f32[99999999999999]): 363.8 TiB "
+            "(399999999999996 bytes)",
+        ),
+        (
+            "%y = pointwise : f32[99999999999999] over (i0 < 99999999999999) {\n"
+            "    %0 = load %x[0]\n    yield %0\n  }",
+            "%y = pointwise: cannot allocate 727.6 TiB (799999999999992 bytes) while computing "
+            "%y (f32[99999999999999], 363.8 TiB (399999999999996 bytes))",
+        ),
+    ],
+)
+def test_a_buffer_too_large_to_allocate_is_a_memory_error(body: str, message: str) -> None:
+    from fir.ir.errors import InterpreterMemoryError
+
+    # sizes beyond any address space: no allocator grants them, whatever its overcommit policy
+    src = f"func @f(%x: f32[4]) -> (f32[]) {{\n  {body}\n  %s = sum %y : f32[]\n  return %s\n}}\n"
+    with pytest.raises(MemoryError) as info:
+        run(src, randn(4))
+    e = info.value
+    assert isinstance(e, InterpreterMemoryError) and isinstance(e, InterpreterError)
+    assert e.message == message and e.loc is not None and e.loc.line == 2
+
+
+def test_format_bytes() -> None:
+    from fir.ir.errors import format_bytes
+
+    assert format_bytes(0) == "0 bytes"
+    assert format_bytes(1023) == "1023 bytes"
+    assert format_bytes(1024) == "1.0 KiB (1024 bytes)"
+    assert format_bytes(1048575) == "1.0 MiB (1048575 bytes)"
+    assert format_bytes(399999999996) == "372.5 GiB (399999999996 bytes)"

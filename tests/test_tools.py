@@ -93,3 +93,55 @@ def test_fir_run_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     bad.write_text("func @f(%x: f32[4]) -> (f32[4]) {\n  return %y\n}\n")
     assert fir_run.main([str(bad)]) == 1
     assert "use of undefined value %y" in capsys.readouterr().err
+
+
+# sizes beyond any address space: no allocator grants them, whatever its overcommit policy
+HUGE_INPUT = (
+    "func @f(%x: f32[99999999999999]) -> (f32[99999999999999]) {\n"
+    "  %y = exp %x : f32[99999999999999]\n"
+    "  return %y\n}\n"
+)
+HUGE_RESULT = (
+    "func @f(%x: f32[4]) -> (f32[]) {\n"
+    "  %y = full 1.0 : f32[99999999999999]\n"
+    "  %s = sum %y : f32[]\n"
+    "  return %s\n}\n"
+)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_fir_run_input_too_large_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], check: bool
+) -> None:
+    src = tmp_path / "big.fir"
+    src.write_text(HUGE_INPUT)
+    assert fir_run.main([str(src)] + (["--check"] if check else [])) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "fir-run: error: cannot allocate input %x (f32[99999999999999]): "
+        "363.8 TiB (399999999999996 bytes)\n"
+    )
+    assert captured.out == ""
+
+
+def test_fir_run_result_too_large_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "big.fir"
+    src.write_text(HUGE_RESULT)
+    assert fir_run.main([str(src)]) == 1
+    assert capsys.readouterr().err == (
+        f"{src}:2:8: error: %y = full: cannot allocate %y (f32[99999999999999]): "
+        "363.8 TiB (399999999999996 bytes)\n"
+    )
+
+
+def test_fir_run_console_script_allocation_error_has_no_traceback(tmp_path: Path) -> None:
+    src = tmp_path / "big.fir"
+    src.write_text(HUGE_INPUT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fir.tools.fir_run", str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("fir-run: error: cannot allocate input %x")

@@ -42,7 +42,13 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def random_inputs(graph: Any, seed: int, int_high: int | None) -> list[Any]:
+    """One seeded random tensor per argument of ``graph``. An argument too large to allocate
+    is a :class:`~fir.ir.errors.InterpreterMemoryError` naming it and its size in bytes."""
+    import math
+
     import torch
+    from fir.ir.errors import InterpreterMemoryError, format_bytes
+    from fir.ir.interpreter import allocation_failure
 
     gen = torch.Generator().manual_seed(seed)
     sizes: dict[Any, int] = {}
@@ -64,31 +70,72 @@ def random_inputs(graph: Any, seed: int, int_high: int | None) -> list[Any]:
                 shape.append(int(evaluate(d, sizes)))
         dt = a.type.dtype
         tdt = dt.to_torch()
-        if dt.is_float:
-            t = torch.randn(shape, generator=gen, dtype=torch.float32).to(tdt)
-        elif dt.is_bool:
-            t = torch.rand(shape, generator=gen) < 0.5
-        else:
-            t = torch.randint(0, max(high, 1), shape, generator=gen, dtype=torch.int64).to(tdt)
+        nbytes = math.prod(shape) * dt.itemsize
+        failure = InterpreterMemoryError(
+            f"cannot allocate input %{a.name} ({a.type}): {format_bytes(nbytes)}", None, nbytes
+        )
+        if nbytes >= 2**63:  # more than torch can address: it would not even try
+            raise failure
+        try:
+            if dt.is_float:
+                t = torch.randn(shape, generator=gen, dtype=torch.float32).to(tdt)
+            elif dt.is_bool:
+                t = torch.rand(shape, generator=gen) < 0.5
+            else:
+                t = torch.randint(0, max(high, 1), shape, generator=gen, dtype=torch.int64)
+                t = t.to(tdt)
+        except (RuntimeError, MemoryError) as e:
+            if not allocation_failure(e)[0]:
+                raise
+            raise failure from None
         out.append(t)
+    return out
+
+
+def clone_inputs(graph: Any, inputs: list[Any]) -> list[Any]:
+    """Copies of ``inputs`` (for ``--check``), with the same error as :func:`random_inputs`
+    when one does not fit."""
+    from fir.ir.errors import InterpreterMemoryError, format_bytes
+    from fir.ir.interpreter import allocation_failure
+
+    out = []
+    for a, t in zip(graph.args, inputs):
+        try:
+            out.append(t.clone())
+        except (RuntimeError, MemoryError) as e:
+            if not allocation_failure(e)[0]:
+                raise
+            nbytes = t.numel() * t.element_size()
+            raise InterpreterMemoryError(
+                f"cannot allocate a copy of input %{a.name} ({a.type}) for --check: "
+                f"{format_bytes(nbytes)}",
+                None,
+                nbytes,
+            ) from None
     return out
 
 
 def describe(t: Any) -> str:
     import torch
+    from fir.ir.interpreter import allocation_failure
 
     text = f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-    if t.numel() and (t.dtype.is_floating_point or t.dtype != torch.bool):
-        f = t.double()
-        text += f"  sum={f.sum().item():.6g} min={f.min().item():.6g} max={f.max().item():.6g}"
-    elif t.numel():
-        text += f"  true={int(t.sum().item())}"
+    try:
+        if t.numel() and (t.dtype.is_floating_point or t.dtype != torch.bool):
+            f = t.double()
+            text += f"  sum={f.sum().item():.6g} min={f.min().item():.6g} max={f.max().item():.6g}"
+        elif t.numel():
+            text += f"  true={int(t.sum().item())}"
+    except (RuntimeError, MemoryError) as e:
+        if not allocation_failure(e)[0]:
+            raise
+        text += "  (no memory left for its sum, min and max)"
     return text
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_arg_parser().parse_args(argv)
-    from fir.ir.errors import FirError
+    from fir.ir.errors import FirError, InterpreterMemoryError
     from fir.ir.parser import parse_module
     from fir.ir.verifier import verify_module
     from fir.passes.pipeline import parse_pipeline
@@ -122,12 +169,17 @@ def main(argv: list[str] | None = None) -> int:
 
         inputs = random_inputs(graph, args.seed, args.int_high)
         reference = (
-            run_graph(graph, [t.clone() for t in inputs], args.kernels) if args.check else None
+            run_graph(graph, clone_inputs(graph, inputs), args.kernels) if args.check else None
         )
         if len(pipeline):
             module = pipeline.run(module)
             graph = module.func(func)
         outputs = run_graph(graph, inputs, args.kernels)
+    except InterpreterMemoryError as e:
+        # the machine's limit, not a mistake in the text: one line, no caret under the source
+        where = f"{e.loc}" if e.loc is not None else "fir-run"
+        print(f"{where}: error: {e.message}", file=sys.stderr)
+        return 1
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1

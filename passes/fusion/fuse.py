@@ -53,6 +53,7 @@ WINDOW = 64  # pairs are looked for among this many neighbours in each buffer's 
 
 class FusePass(Pass):
     name = "fuse"
+    input_level = "loop"
     summary = "group loop nodes into kernels (Inductor's fuse_nodes), explaining every decision"
     options = {
         "explain": Option(

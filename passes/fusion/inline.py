@@ -132,6 +132,7 @@ def _buffers(n: int) -> str:
 
 class InlinePass(Pass):
     name = "inline"
+    input_level = "loop"
     summary = "realize buffers (reductions, outputs, shared or large ones); inline the rest"
     options = {
         "max-reads": Option(

@@ -21,6 +21,7 @@ from .loop_order import Plan, plan_loops
 
 class ReorderPass(Pass):
     name = "reorder"
+    input_level = "loop"
     summary = (
         "order each loop node's loops by access strides; squeeze, merge; record 2-D tiling hints"
     )
