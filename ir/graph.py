@@ -89,6 +89,7 @@ ANNOTATION_KEYS = frozenset(
         "frees",  # plan-memory: buffers whose last use is this node
         "mutates",  # extern calls: positional arguments written in place (``mutates = [0]``)
         "nofuse",  # fuse: never fuse this node (``true``) or never with these nodes (``[%a]``)
+        "copy",  # lower: why a view is a copy, not an alias (no strides express it, …)
     }
 )
 # Attribute values: numbers, bools, strings, none, dtypes, symbolic sizes and lists of them.
@@ -148,6 +149,31 @@ class ExternNode(Node):
         for a in self.kwargs.values():
             walk(a)
         return out
+
+
+@dataclass(eq=False)
+class AliasNode(Node):
+    """``%w.t = view %w : f32[64, 128] strided [1, 64]``: the result is the storage of ``base``
+    seen with other sizes, strides and offset, never a copy (Inductor's ReinterpretView).
+
+    The result's type says how: its shape, and its layout's strides and offset index the
+    storage that ``base`` lives in (the storage of the root buffer when ``base`` is itself an
+    alias). An alias runs no loops and allocates nothing; it exists where a view must be a
+    tensor of its own: an extern call's argument, a graph output. Loop bodies never need one:
+    they read the root buffer through the index expression."""
+
+    base: Value | None = None
+
+    def operand_values(self) -> list[Value]:
+        assert self.base is not None
+        return [self.base]
+
+
+def alias_root(v: Value) -> Value:
+    """The buffer whose storage ``v`` lives in: ``v`` itself unless an alias node made it."""
+    while isinstance(v.owner, AliasNode) and v.owner.base is not None:
+        v = v.owner.base
+    return v
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from .errors import (
 )
 from .externs import decode_torch_object
 from .graph import (
+    AliasNode,
     Body,
     BodyOp,
     BodyValue,
@@ -55,6 +56,7 @@ from .graph import (
     Node,
     TensorOp,
     Value,
+    alias_root,
 )
 from .ops import OPS
 from .types import TensorType
@@ -458,6 +460,9 @@ class _Run:
         input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if x.numel()}
         for v in self.graph.outputs:
             t = self.get(v)
+            if isinstance(v.owner, AliasNode) and any(alias_root(v) is a for a in self.graph.args):
+                outs.append(t)  # a view of an input, as eager returns it
+                continue
             if t.numel() and t.untyped_storage().data_ptr() in input_ptrs:
                 try:
                     t = t.clone()  # never hand back an alias of a caller's input
@@ -483,6 +488,8 @@ class _Run:
                 outs = self.extern(node)
             elif isinstance(node, LoopNode):
                 outs = self.loop(node)
+            elif isinstance(node, AliasNode):
+                outs = [self.alias(node)]
             else:
                 raise InterpreterError(f"cannot run a {type(node).__name__}")
             if len(outs) != len(node.results):
@@ -528,6 +535,24 @@ class _Run:
             )
         dtype = r.type.dtype.to_torch()
         return t if t.dtype == dtype else t.to(dtype)
+
+    def alias(self, node: AliasNode) -> torch.Tensor:
+        """A view: the storage of the base's root seen through the result's layout (a torch
+        view of it, never a copy); loads of the alias index that same storage."""
+        assert node.base is not None
+        flat = self.storage(alias_root(node.base))
+        t = node.result.type
+        shape = self.shape(t)
+        strides = [self.dim(s) for s in t.strides]
+        offset = self.dim(t.offset)
+        if math.prod(shape) and offset + sum((d - 1) * s for d, s in zip(shape, strides)) >= len(
+            flat
+        ):
+            raise InterpreterError(
+                f"view of %{node.base.name} ({t}) reaches past its storage of {len(flat)} elements"
+            )
+        self.storages[node.result] = flat
+        return torch.as_strided(flat, shape, strides, offset)
 
     def storage(self, v: Value) -> torch.Tensor:
         """The flat storage of ``v`` that loop-level loads index."""
@@ -740,6 +765,8 @@ def _node_name(node: Node) -> str:
         what = f'extern "{node.callee}"'
     elif isinstance(node, LoopNode):
         what = node.reduction and f"reduction {node.reduction}" or "pointwise"
+    elif isinstance(node, AliasNode) and node.base is not None:
+        what = f"view %{node.base.name}"
     else:
         what = type(node).__name__
     return f"{names} = {what}"

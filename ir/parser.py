@@ -26,6 +26,7 @@ from .dtypes import DType, parse_dtype
 from .errors import FirError, Location, ParseError
 from .graph import (
     REDUCTION_KINDS,
+    AliasNode,
     Body,
     BodyOp,
     BodyValue,
@@ -361,10 +362,12 @@ class _Builder(Transformer):
         self.kernel = None
         self.kernel_local = []
 
-    def tensor_op(self, children: list[Any]) -> TensorOp:
+    def tensor_op(self, children: list[Any]) -> TensorOp | AliasNode:
         self.declaring_sizes = False
         name_tok = children[0]
         opname = str(name_tok)
+        if opname == "view":
+            return self.alias_node(name_tok, children)
         if opname not in OPS:
             raise self.error(name_tok, _unknown_op_message(opname, list(OPS)))
         operands = [c for c in children[1:] if isinstance(c, (Value, Literal))]
@@ -375,6 +378,20 @@ class _Builder(Transformer):
         )
         node._types = types  # type: ignore[attr-defined]
         node._attr_locs = {k: self.loc(t) for k, t in getattr(attrs, "locs", {}).items()}  # type: ignore[attr-defined]
+        return node
+
+    def alias_node(self, name_tok: Token, children: list[Any]) -> AliasNode:
+        """``%v = view %base {attrs} : TYPE``: an alias of ``%base``'s storage (same syntax as a
+        tensor op, so the grammar needs no rule of its own)."""
+        operands = [c for c in children[1:] if isinstance(c, (Value, Literal))]
+        if len(operands) != 1 or not isinstance(operands[0], Value):
+            raise self.error(
+                name_tok, f"a view takes one base buffer, got {len(operands)} operand(s)"
+            )
+        attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
+        types = next(c for c in children if isinstance(c, _Types))
+        node = AliasNode(results=[], attrs=dict(attrs), loc=self.loc(name_tok), base=operands[0])
+        node._types = types  # type: ignore[attr-defined]
         return node
 
     def value_operand(self, children: list[Any]) -> Value:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .dtypes import DType
 from .graph import (
+    AliasNode,
     Body,
     BodyOp,
     BodyValue,
@@ -99,6 +100,10 @@ def print_node(n: Node, out: list[str], indent: str) -> None:
         out.append(
             f"{indent}{lhs} = extern {string_str(n.callee)}({', '.join(args)}){attrs} : {types}"
         )
+        print_deps(n, out, indent)
+    elif isinstance(n, AliasNode):
+        assert n.base is not None
+        out.append(f"{indent}{lhs} = view %{n.base.name}{attrs} : {types}")
         print_deps(n, out, indent)
     elif isinstance(n, LoopNode):
         kind = "pointwise" if n.reduction is None else f"reduction {n.reduction}"

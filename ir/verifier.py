@@ -15,6 +15,7 @@ from .errors import Location, VerifyError
 from .graph import (
     ANNOTATION_KEYS,
     REDUCTION_KINDS,
+    AliasNode,
     Body,
     BodyOp,
     BodyValue,
@@ -27,6 +28,7 @@ from .graph import (
     Node,
     TensorOp,
     Value,
+    alias_root,
 )
 from .kernels import describe_over, dims_equal, kernel_space, over_of, same_over
 from .ops import OPS, AttrSpec, OpSpec, TypeRule, literal_fits
@@ -147,6 +149,8 @@ class _GraphVerifier:
                 self.extern(n)
             elif isinstance(n, LoopNode):
                 self.loop_node(n)
+            elif isinstance(n, AliasNode):
+                self.alias(n)
             else:
                 raise self.error(f"unknown node kind {type(n).__name__}", n.loc, n)
             self.reads.append(n.operand_values())
@@ -265,6 +269,38 @@ class _GraphVerifier:
         for key, aspec in spec.attrs.items():
             if aspec.required and key not in n.attrs:
                 raise self.error(f"'{n.op}' needs attribute '{key}'", n.loc, n)
+
+    def alias(self, n: AliasNode) -> None:
+        """A view of a buffer's storage: same dtype, every element inside that storage."""
+        if n.base is None:
+            raise self.error("a view names no base buffer", n.loc, n)
+        self.use(n.base, n.loc, n)
+        if len(n.results) != 1:
+            raise self.error("a view has one result", n.loc, n)
+        t, base = n.result.type, n.base.type
+        if t.dtype != base.dtype:
+            raise self.error(
+                f"a view has its base's dtype: %{n.base.name} is {base.dtype}, not {t.dtype}",
+                n.loc,
+                n,
+            )
+        if any(_is_int(d) and d == 0 for d in t.shape):
+            return  # no element: no storage reached
+        root = alias_root(n.base)
+        reach: Any = t.offset
+        for d, s in zip(t.shape, t.strides):
+            reach = reach + (d - 1) * s
+        size = root.type.storage_size()
+        if _is_int(reach) and _is_int(size) and not (0 <= reach < size):
+            where = (
+                f"%{n.base.name}" if root is n.base else f"%{root.name} (through %{n.base.name})"
+            )
+            raise self.error(
+                f"view %{n.result.name} ({t}) reaches storage element {reach} of {where}, "
+                f"which holds {size} elements",
+                n.loc,
+                n,
+            )
 
     def extern(self, n: ExternNode) -> None:
         for v in n.operand_values():

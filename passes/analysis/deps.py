@@ -31,7 +31,17 @@ from typing import Any
 from fir.ir.deps import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
-from fir.ir.graph import ExternNode, Graph, LoopNode, Module, Node, TensorOp, Value
+from fir.ir.graph import (
+    AliasNode,
+    ExternNode,
+    Graph,
+    LoopNode,
+    Module,
+    Node,
+    TensorOp,
+    Value,
+    alias_root,
+)
 from fir.ir.types import Dim, Layout, TensorType
 
 from ..base import Option, Pass
@@ -90,6 +100,10 @@ def local_deps(n: Node, prefix: str = "c") -> NodeDeps:
     """Reads and writes of ``n`` alone (no weak dependencies, users or ancestors)."""
     if isinstance(n, LoopNode):
         return _loop_deps(n, prefix)
+    if isinstance(n, AliasNode):
+        # a view moves no bytes: it orders its readers after its base's writer, nothing more
+        assert n.base is not None
+        return NodeDeps(reads=[StarDep(n.base.name, 0)], writes=[StarDep(n.result.name, 0)])
     reads = [StarDep(v.name, storage_bytes(v.type)) for v in _unique_values(n.operand_values())]
     writes = [StarDep(r.name, storage_bytes(r.type)) for r in n.results]
     if isinstance(n, ExternNode):
@@ -131,7 +145,7 @@ def mutation_deps(g: Graph) -> dict[Node, list[WeakDep]]:
     the nodes that read the buffer since its last mutation (and after that mutation, which
     reads it too), and every later reader runs after the mutating node. Only nodes that get
     one are in the result."""
-    mutations = {n: [v.name for v in mutated_values(n)] for n in g.nodes}
+    mutations = {n: [alias_root(v).name for v in mutated_values(n)] for n in g.nodes}
     if not any(mutations.values()):
         return {}
     out: dict[Node, list[WeakDep]] = {}
@@ -140,7 +154,8 @@ def mutation_deps(g: Graph) -> dict[Node, list[WeakDep]]:
     for n in g.nodes:
         name = n.results[0].name
         weak: list[WeakDep] = []
-        read = [v.name for v in _unique_values(n.operand_values())]
+        # a view's readers read its root's storage: a write into the root concerns them too
+        read = [alias_root(v).name for v in _unique_values(n.operand_values())]
         for b in read:
             m = last_mutator.get(b)
             if m is not None and m != name:

@@ -33,7 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from fir.ir.errors import FirError, Location
-from fir.ir.graph import ExternNode, Graph, LoopNode, Node, Value
+from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node, Value, alias_root
 from fir.ir.kernels import Step, steps
 from fir.ir.types import Dim, TensorType
 
@@ -81,8 +81,26 @@ def reuse_key(g: Graph, n: Node | None, t: TensorType) -> tuple[str, str, Dim]:
 
 def node_reads(g: Graph) -> list[list[Value]]:
     """For each node, the values it reads (loads, extern and op operands), each once, in the
-    order it first reads them."""
-    return [unique_values(n.operand_values()) for n in g.nodes]
+    order it first reads them. A read of an alias (a view node's result) is a read of the
+    buffer whose storage it lives in: an alias keeps its base alive and has no storage of its
+    own to free."""
+    out = []
+    for n in g.nodes:
+        values = n.operand_values()
+        if any(isinstance(v.owner, AliasNode) for v in values) or isinstance(n, AliasNode):
+            values = [alias_root(v) for v in values]
+        out.append(unique_values(values))
+    return out
+
+
+def output_storages(g: Graph) -> set[int]:
+    """``id`` of the values whose storage the function returns: its outputs, and the bases of
+    outputs that are aliases."""
+    return {id(v) for v in g.outputs} | {id(alias_root(v)) for v in g.outputs}
+
+
+def is_alias(v: Value) -> bool:
+    return isinstance(v.owner, AliasNode)
 
 
 def last_readers(g: Graph, reads: list[list[Value]] | None = None) -> dict[int, int]:
@@ -128,6 +146,7 @@ KIND_LABELS = {
     "pointwise": "pointwise",
     "reduction": "reduction",
     "extern": "extern",
+    "view": "views (aliases)",
 }
 
 
@@ -136,6 +155,8 @@ def node_kind(n: Node) -> str:
         return "reduction" if n.is_reduction else "pointwise"
     if isinstance(n, ExternNode):
         return "extern"
+    if isinstance(n, AliasNode):
+        return "view"
     return "tensor op"
 
 
@@ -288,7 +309,7 @@ class _Walk:
         self.sreads = step_reads(g, self.steps, node_reads(g) if reads is None else reads)
         self.problems: list[tuple[str, Location | None]] = []
         self.storage_of: dict[int, _Storage] = {}
-        self.outputs = {id(v) for v in g.outputs}
+        self.outputs = output_storages(g)
         self.args = {id(a) for a in g.args}
         self.readers = last_reader_steps(self.sreads)
         self.live: Dim = 0
@@ -324,7 +345,7 @@ class _Walk:
                 self.release(k, n, v)
         for v in self.g.outputs:
             st = self.storage_of.get(id(v))
-            if st is not None and st.occupant is not v:
+            if st is not None and st.occupant is not alias_root(v):
                 self.problems.append(
                     (f"output %{v.name} was overwritten or freed", self.g.return_loc)
                 )
@@ -343,6 +364,11 @@ class _Walk:
         return False
 
     def allocate(self, step: Step, n: Node, j: int, r: Value, plan: NodePlan) -> None:
+        if isinstance(n, AliasNode):  # no storage of its own: its root's
+            st = self.storage_of.get(id(alias_root(r)))
+            if st is not None:
+                self.storage_of[id(r)] = st
+            return
         g = self.g
         key = reuse_key(g, n, r.type)
         if j == 0 and plan.inplace is not None and self.take_inplace(step, n, r, plan.inplace):
@@ -425,6 +451,7 @@ class _Walk:
         out += [
             (n, r)
             for n in step.nodes
+            if not isinstance(n, AliasNode)
             for r in n.results
             if id(r) not in self.readers and id(r) not in self.outputs and id(r) not in local
         ]
@@ -530,13 +557,16 @@ class MemoryReport:
 def memory_report(g: Graph, planned: bool | None = None) -> MemoryReport:
     """All the figures for ``g``. ``planned``: whether to simulate the annotations (default:
     when there are any)."""
-    counts = {"tensor op": 0, "pointwise": 0, "reduction": 0, "extern": 0}
+    counts = {"tensor op": 0, "pointwise": 0, "reduction": 0, "extern": 0, "view": 0}
     for n in g.nodes:
         counts[node_kind(n)] += 1
+    if not counts["view"]:
+        del counts["view"]  # listed only in programs that have views
     args = {id(a) for a in g.args}
     seen: set[int] = set()
     out_bytes: Dim = 0
     for v in g.outputs:
+        v = alias_root(v)  # a view returned is its root's storage, counted once
         if id(v) not in args and id(v) not in seen:
             seen.add(id(v))
             out_bytes = _add(out_bytes, buffer_bytes(v.type))

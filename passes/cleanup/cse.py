@@ -9,6 +9,7 @@ from typing import Any
 
 from fir.ir.graph import (
     ANNOTATION_KEYS,
+    AliasNode,
     ExternNode,
     Graph,
     Literal,
@@ -72,6 +73,9 @@ def _key(n: Node) -> Any:
         args = tuple(_value_key(a) for a in n.args)
         kwargs = tuple((k, _value_key(v)) for k, v in n.kwargs.items())
         return ("extern", n.callee, args, kwargs, attrs, types)
+    if isinstance(n, AliasNode):
+        assert n.base is not None
+        return ("view", id(n.base), types)
     if isinstance(n, LoopNode):
         # compare what the node computes, not what passes noted about it (deps, memory plan)
         plain = dataclasses.replace(

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from fir.ir.deps import Dep, MemoryDep
-from fir.ir.graph import ExternNode, Graph, LoopNode, Node
+from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node
 from fir.ir.kernels import SpaceInfo, join_spaces, node_space_info
 from fir.ir.types import Dim
 
@@ -71,7 +71,7 @@ class FusionNode:
     id: int  # position of the first node it was made from: the union-find representative
     members: list[int]  # node positions, in the order they run (original program order)
     mask: int  # bit set of ``members``
-    kind: str  # "loop", "extern" or "tensor" (a tensor-level op: not lowered, nothing to fuse)
+    kind: str  # "loop", "extern", "alias" (a view: nothing to run) or "tensor" (not lowered)
     space: SpaceInfo | None  # loop nodes only
     device: str
     # reads of buffers no member writes: buffer -> [(dependency, reading node position)]
@@ -163,7 +163,13 @@ class FusionGraph:
             kind = "loop"
         else:
             space = None
-            kind = "extern" if isinstance(n, ExternNode) else "tensor"
+            kind = (
+                "extern"
+                if isinstance(n, ExternNode)
+                else "alias"
+                if isinstance(n, AliasNode)
+                else "tensor"
+            )
         nofuse = n.attrs.get("nofuse")
         forbid = 0
         if isinstance(nofuse, list):

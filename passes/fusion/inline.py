@@ -13,7 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fir.ir.graph import BodyValue, ExternNode, Graph, Literal, LoopNode, Module, Node, Value
+from fir.ir.graph import (
+    AliasNode,
+    BodyValue,
+    ExternNode,
+    Graph,
+    Literal,
+    LoopNode,
+    Module,
+    Node,
+    Value,
+)
 from fir.ir.symbolic import free_symbols, is_indirect
 
 from ..base import Option, Pass, paused_gc
@@ -24,6 +34,7 @@ CATEGORIES = (
     "reduction",
     "graph output",
     "extern input",
+    "viewed",
     "tensor op input",
     "layout",
     "no users",
@@ -266,6 +277,9 @@ class InlinePass(Pass):
             self.realize(info, "graph output", "graph output")
         elif any(isinstance(u, ExternNode) for u in readers):
             self.realize(info, "extern input", "extern input")
+        elif any(isinstance(u, AliasNode) for u in readers):
+            view = next(u for u in readers if isinstance(u, AliasNode))
+            self.realize(info, f"viewed by %{view.result.name}", "viewed")
         elif any(not isinstance(u, LoopNode) for u in readers):
             self.realize(info, "tensor op input", "tensor op input")
         elif n.result.type.normalized().layout is not None:

@@ -414,6 +414,7 @@ def shares_data(a: FusionNode, b: FusionNode) -> bool:
 def _not_a_loop(fg: FusionGraph, f: FusionNode) -> str:
     what = {
         "extern": "is an extern call (a library kernel of its own)",
+        "alias": "is a view (an alias of another buffer's storage: nothing to run)",
         "tensor": "is a tensor-level op, not a loop nest (run 'lower' first)",
     }[f.kind]
     return f"{fg.label(f)} {what}"

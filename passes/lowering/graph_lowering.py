@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fir.ir.graph import (
+    AliasNode,
     BodyOperand,
     ExternNode,
     Graph,
@@ -20,7 +21,7 @@ from fir.ir.graph import (
     TensorOp,
     Value,
 )
-from fir.ir.types import Dim, TensorType
+from fir.ir.types import Dim, Layout, TensorType
 
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
 from .externs import extern_call
@@ -54,6 +55,11 @@ class GraphLowering:
     # -- the walk
 
     def run(self) -> None:
+        # a loop node written before lowering loads its operands' storage as their (contiguous)
+        # types say: a view it reads must be a copy, whoever needs it first
+        self.loaded_by_loops = {
+            id(v) for n in self.g.nodes if isinstance(n, LoopNode) for v in n.operand_values()
+        }
         for n in self.g.nodes:
             if isinstance(n, TensorOp):
                 if any(_has_zero_dim(r.type) for r in n.results):
@@ -119,7 +125,12 @@ class GraphLowering:
         return self._add(node)
 
     def extern(self, n: TensorOp, callee: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        for v in _values_in(args) + _values_in(list(kwargs.values())):
+        mutated = n.attrs.get("mutates") or []
+        for k, a in enumerate(args):
+            why = f"written in place by {callee}" if k in mutated else None
+            for v in _values_in([a]):
+                self.materialize(v, copy_because=why)
+        for v in _values_in(list(kwargs.values())):
             self.materialize(v)
         node = ExternNode(list(n.results), loc=n.loc, callee=callee, args=args, kwargs=kwargs)
         self._add(node)
@@ -153,12 +164,30 @@ class GraphLowering:
         self.names.add(name)
         return Value(name, type)
 
-    def materialize(self, v: Value) -> None:
-        """Give a view a node of its own: a pointwise copy that takes its name."""
+    def materialize(self, v: Value, copy_because: str | None = None) -> None:
+        """Give a view a node of its own where it must be a tensor (an extern call's argument,
+        a graph output): an alias of its buffer's storage when strides express it (the value's
+        type takes the strides and offset), else a pointwise copy that takes its name and says
+        why (``copy = "…"``)."""
         if id(v) not in self.views or id(v) in self.copied:
             return
         self.copied.add(id(v))
         access = self.accesses[id(v)]
+        if self.keep_views:
+            copy_because = "keep-views"
+        elif id(v) in self.loaded_by_loops:
+            copy_because = "loaded by a loop node written before lowering"
+        elif access.strides is None:
+            made_by = v.owner.op if isinstance(v.owner, TensorOp) else "view"
+            copy_because = (
+                f"{made_by} that no strides express (it merges non-contiguous dimensions)"
+            )
+        if copy_because is None:
+            layout = Layout(tuple(access.strides), access.offset)  # type: ignore[arg-type]
+            v.type = TensorType(v.type.dtype, v.type.shape, layout).normalized()
+            self._add(AliasNode([v], loc=_loc_of(v), base=access.buffer))
+            self.stats["aliases"] += 1
+            return
         if _has_zero_dim(v.type):
             node: Node = ExternNode(
                 [v],
@@ -172,7 +201,9 @@ class GraphLowering:
         ranges, idx = pointwise_space(v.type.shape, self.loop_names)
         b = BodyBuilder(ranges)
         y = b.load(access, idx)
-        self._add(LoopNode([v], ranges=ranges, body=b.build(y)))
+        node = LoopNode([v], loc=_loc_of(v), ranges=ranges, body=b.build(y))
+        node.attrs["copy"] = copy_because
+        self._add(node)
         self.stats["copies"] += 1
 
     def _add(self, node: Node) -> Any:
@@ -211,3 +242,8 @@ def _values_in(args: list[Any]) -> list[Value]:
         elif isinstance(a, list):
             out.extend(_values_in(a))
     return out
+
+
+def _loc_of(v: Value) -> Any:
+    """Where the view was written (the op that made it), for the node that realizes it."""
+    return v.owner.loc if v.owner is not None else None

@@ -32,7 +32,7 @@ class LowerPass(Pass):
     }
 
     def apply(self, module: Module) -> Module:
-        for key in ("loop-nodes", "views-folded", "externs", "copies"):
+        for key in ("loop-nodes", "views-folded", "externs", "aliases", "copies"):
             self.statistics.setdefault(key, 0)
         for g in module.funcs:
             GraphLowering(g, LOWERINGS, self.keep_views, self.statistics).run()  # type: ignore[attr-defined]

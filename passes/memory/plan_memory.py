@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fir.ir.graph import Graph, LoopNode, Module, Node, Value
+from fir.ir.graph import AliasNode, Graph, LoopNode, Module, Node, Value
 from fir.ir.kernels import Step, steps
 
 from ..analysis.liveness import (
@@ -33,6 +33,7 @@ from ..analysis.liveness import (
     kernel_inplace_blocker,
     last_reader_steps,
     node_reads,
+    output_storages,
     reuse_key,
     step_reads,
 )
@@ -104,7 +105,7 @@ def plan_graph(
     all_steps = steps(g)
     sreads = step_reads(g, all_steps, reads)
     readers = last_reader_steps(sreads)
-    outputs = {id(v) for v in g.outputs}
+    outputs = output_storages(g)
     args = {id(a) for a in g.args}
     # storages that belong to the caller: arguments, and results written in place over them
     caller_storage = set(args)
@@ -151,6 +152,7 @@ def plan_graph(
         dead = [
             r
             for n in st.nodes
+            if not isinstance(n, AliasNode)  # an alias has no storage to give back
             for r in n.results
             if id(r) not in readers and id(r) not in outputs and id(r) not in local
         ]
