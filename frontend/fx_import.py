@@ -215,8 +215,15 @@ class Importer:
             kwargs={k: _extern_arg(v, name) for k, v in kwargs.items()},
         )
         base = self.value_name(n.name)
+        # an extern call's result keeps the layout PyTorch gives it (attention returns its
+        # output laid out as [batch, tokens, heads, dim]): views of it can then be aliases
         node.results = [
-            Value(self.unique(base if k == 0 else f"{base}_{k}"), tensor_type(v), node, k)
+            Value(
+                self.unique(base if k == 0 else f"{base}_{k}"),
+                tensor_type(v, keep_layout=True),
+                node,
+                k,
+            )
             for k, v in enumerate(vals)
         ]
         self.graph.nodes.append(node)

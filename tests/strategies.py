@@ -1133,7 +1133,13 @@ class BodyBuilder:
             if b is not None and b[0] >= 0 and b[1] < size:
                 return e
             if b is not None and c.chance(50):
-                return sympy.Min(sympy.Max(e, 0), size - 1)
+                clamped = sympy.Min(sympy.Max(e, 0), size - 1)
+                # sympy may drop the Max where it proves e >= 0 (i0*(i0 + 1) - i0), leaving a
+                # form whose interval bounds are wider than the truth: keep it only if the
+                # verifier's arithmetic sees it in range
+                cb = bounds(clamped, intervals)
+                if cb is not None and cb[0] >= 0 and cb[1] < size:
+                    return clamped
             return Modulo(e, sympy.Integer(size))
         if size.is_positive:
             return Modulo(e, size)

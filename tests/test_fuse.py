@@ -497,9 +497,10 @@ def test_a_thousand_node_graph() -> None:
     g = m.funcs[0]
     assert len(g.nodes) == blocks * NODES_PER_BLOCK + 1  # and the last residual add
     fuse_function(g)
-    # per block: 4 extern matmuls, and 4 kernels (layer_norm's statistics and normalisation
-    # fused with the previous block's row sum; the query's two layouts; softmax; the residual
-    # add, which feeds a matmul that the row sum reads); one more for the last block's tail
+    # per block: 4 extern matmuls, 2 views of the query (aliases: no kernel), and 4 kernels
+    # (layer_norm's statistics and normalisation fused with the previous block's row sum; the
+    # query's bias add, which the views read; softmax; the residual add, which feeds a matmul
+    # that the row sum reads); one more for the last block's tail
     assert sum(isinstance(n, ExternNode) for n in g.nodes) == blocks * 4
     assert kernel_count(g) == blocks * 4 + 1
     verify_module(m)

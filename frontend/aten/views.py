@@ -125,8 +125,21 @@ def _unsqueeze(em: Emitter, x: Any, dim: int) -> Value:
 @register("aten.cat.default", "aten.concat.default", "aten.concatenate.default")
 def _cat(em: Emitter, tensors: list[Any], dim: int = 0) -> Value:
     out = em.out_type()
-    xs = [em.cast(_tensor(t), out.dtype) for t in tensors]
-    return em.op("cat", xs, out, {"dim": dim})
+    d = dim % max(out.rank, 1)
+    # operands with no element along the dimension add nothing; PyTorch also skips 1-D empty
+    # tensors whatever their rank (a cache that starts as torch.tensor([]))
+    kept = [
+        t
+        for t in (_tensor(t) for t in tensors)
+        if not (t.type.rank == 1 and t.type.shape[0] == 0)
+        and not (t.type.rank == out.rank and t.type.shape[d] == 0)
+    ]
+    if not kept:  # nothing left: the result has no element along dim
+        return em.op("full", [Literal(False if out.dtype.is_bool else 0)], out)
+    xs = [em.cast(t, out.dtype) for t in kept]
+    if len(xs) == 1 and xs[0].type.shape == out.shape:
+        return xs[0]
+    return em.op("cat", xs, out, {"dim": d})
 
 
 @register("aten.stack.default")

@@ -61,6 +61,18 @@ class DecomposePass(Pass):
 
     def run_graph(self, g: Graph) -> None:
         names = NamePool(g)
+        # who reads what, before the rewrite: rules that decide by their op's readers (keep an
+        # addmm whole when its bias add would fuse with none of them) look later in the program,
+        # which the walk has not rewritten yet
+        users = g.users()
+        outputs = {id(v) for v in g.outputs}
+
+        def readers(v: Value) -> list[Node]:
+            return users.get(id(v), [])
+
+        def returned(v: Value) -> bool:
+            return id(v) in outputs
+
         subst: dict[int, Value] = {}
         kept: list[Node] = []
         for n in g.nodes:
@@ -70,7 +82,7 @@ class DecomposePass(Pass):
                 kept.append(n)
                 continue
             assert isinstance(n, TensorOp)
-            b = Builder(names, n, self.compute_dtype(rule, n))
+            b = Builder(names, n, self.compute_dtype(rule, n), readers, returned)
             try:
                 results = rule.fn(b)
             except Keep as k:

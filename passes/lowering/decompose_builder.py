@@ -8,10 +8,11 @@ and neither imports the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fir.ir.dtypes import DType
-from fir.ir.graph import Graph, Literal, Operand, TensorOp, Value
+from fir.ir.graph import Graph, Literal, Node, Operand, TensorOp, Value
 from fir.ir.ops import BINARY_LOGICAL, COMPARE, OPS, UNARY_TO_BOOL_FLOAT
 from fir.ir.rewrite import substitute_operands
 from fir.ir.types import TensorType
@@ -72,13 +73,31 @@ class Builder:
     when the rule upcasts. :meth:`input` hands out float operands converted to it.
     """
 
-    def __init__(self, names: NamePool, node: TensorOp, compute: DType) -> None:
+    def __init__(
+        self,
+        names: NamePool,
+        node: TensorOp,
+        compute: DType,
+        readers: Callable[[Value], list[Node]] | None = None,
+        returned: Callable[[Value], bool] | None = None,
+    ) -> None:
         self.names = names
         self.node = node
         self.base = node.results[0].name
         self.compute = compute
         self.nodes: list[TensorOp] = []
         self._converted: dict[int, Value] = {}
+        self._readers = readers
+        self._returned = returned
+
+    # -- the op's surroundings
+
+    def readers(self, v: Value) -> list[Node]:
+        """The nodes that read ``v`` in the program as it was before this pass."""
+        return self._readers(v) if self._readers is not None else []
+
+    def returned(self, v: Value) -> bool:
+        return self._returned(v) if self._returned is not None else False
 
     # -- operands and attributes
 

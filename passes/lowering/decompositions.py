@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fir.ir.dtypes import DType
-from fir.ir.graph import Literal, Operand, Value
+from fir.ir.graph import Literal, Operand, TensorOp, Value
+from fir.ir.ops import OPS
 from fir.ir.types import TensorType
 
 from .decompose_builder import Builder
@@ -551,8 +552,37 @@ def _scalar(v: float, dtype: DType) -> Literal | None:
     return Literal(int(v)) if float(v).is_integer() else None
 
 
+# ops whose operands an elementwise producer cannot be fused into (they become library calls)
+_LIBRARY_OPS = frozenset({"matmul", "addmm", "linear"})
+
+
+def _bias_add_would_fuse(b: Builder) -> bool:
+    """Whether the bias add of a matmul could join a loop nest: some reader of the result,
+    through views, becomes one. Otherwise the add would be a kernel of its own that reads and
+    writes the whole result once more, where the library call adds the bias on its way out
+    (Inductor keeps addmm whole for the same reason)."""
+    stack = [b.node.results[0]]
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        for u in b.readers(v):
+            if not isinstance(u, TensorOp):
+                continue  # an extern call takes the sum as it is
+            spec = OPS.get(u.op)
+            if spec is not None and spec.category == "view":
+                stack.extend(u.results)
+            elif u.op not in _LIBRARY_OPS:
+                return True
+    return False
+
+
 @rule("addmm", upcast=False)
 def addmm(b: Builder) -> list[Operand]:
+    if not _bias_add_would_fuse(b):
+        raise Keep("no reader to fuse the bias add into: one library call")
     bias, a, m = b.tensor(0), b.tensor(1), b.tensor(2)
     alpha, beta = b.attr("alpha"), b.attr("beta")
     dtype = a.type.dtype
@@ -571,6 +601,8 @@ def addmm(b: Builder) -> list[Operand]:
 
 @rule("linear", upcast=False)
 def linear(b: Builder) -> list[Operand]:
+    if b.input(2) is not None and not _bias_add_would_fuse(b):
+        raise Keep("no reader to fuse the bias add into: one library call")
     x, w, bias = b.tensor(0), b.tensor(1), b.input(2)
     wt = b.emit("transpose", [w], "weight_t", {"dim0": 0, "dim1": 1})
     y = b.emit("matmul", [x, wt], "matmul")
