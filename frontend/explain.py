@@ -51,6 +51,9 @@ class Explanation:
     graphs_run_by_pytorch: list[str] = field(default_factory=list)  # why FIR refused a graph
     kernel_count: int | None = None  # None when the pipeline stops at tensor level
     fusion_summary: str | None = None
+    extern_count: int = 0  # library calls (matmul, attention, ops FIR has no lowering for)
+    alias_count: int = 0  # views that are aliases of a buffer's storage: no kernel, no copy
+    copies: list[str] = field(default_factory=list)  # "%v: why" for each view still copied
 
     @property
     def graph_break_count(self) -> int:
@@ -78,7 +81,12 @@ class Explanation:
         if self.kernel_count is None:
             lines.append(KERNELS_UNKNOWN)
         else:
-            lines.append(f"kernels: {self.kernel_count}")
+            copies = _count(len(self.copies), "copy") if self.copies else "no copies"
+            lines.append(
+                f"kernels: {self.kernel_count}, extern calls: {self.extern_count}, "
+                f"views: {_count(self.alias_count, 'alias')} ({copies})"
+            )
+            lines.extend(f"  copy {c}" for c in self.copies)
             if self.fusion_summary:
                 lines.append(self.fusion_summary)
         return "\n".join(lines)
@@ -142,7 +150,23 @@ def explain_call(
         for k, v in g.report.reasons.items():
             ex.fallback_reasons.setdefault(k, v)
     ex.kernel_count, ex.fusion_summary = _kernel_figures([g.module for g in graphs])
+    if ex.kernel_count is not None:
+        _count_views(ex, [g.module for g in graphs])
     return ex
+
+
+def _count_views(ex: Explanation, modules: list[Any]) -> None:
+    from fir.ir.graph import AliasNode, ExternNode, LoopNode
+
+    for m in modules:
+        for f in m.funcs:
+            for n in f.nodes:
+                if isinstance(n, ExternNode):
+                    ex.extern_count += 1
+                elif isinstance(n, AliasNode):
+                    ex.alias_count += 1
+                elif isinstance(n, LoopNode) and isinstance(n.attrs.get("copy"), str):
+                    ex.copies.append(f"%{n.result.name}: {n.attrs['copy']}")
 
 
 def _kernel_figures(modules: list[Any]) -> tuple[int | None, str | None]:
@@ -167,7 +191,9 @@ def _kernel_figures(modules: list[Any]) -> tuple[int | None, str | None]:
 
 
 def _count(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    from fir.passes.fusion.report import count_noun
+
+    return count_noun(n, word)
 
 
 def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Explanation:

@@ -39,7 +39,16 @@ import sys
 from typing import Any, TextIO
 
 from fir.ir.errors import FirError
-from fir.ir.graph import ExternNode, Graph, Kernel, Loop, LoopNode, LoopSchedule, Module
+from fir.ir.graph import (
+    AliasNode,
+    ExternNode,
+    Graph,
+    Kernel,
+    Loop,
+    LoopNode,
+    LoopSchedule,
+    Module,
+)
 
 from ..analysis.deps import refresh_recorded_deps, topological_order
 from ..analysis.liveness import PLAN_KEYS
@@ -167,6 +176,8 @@ def _fuse_function(
         traffic_before=traffic_before,
         traffic_after=_total_traffic(fg, loops),
         rounds=rounds,
+        aliases=sum(1 for n in g.nodes if isinstance(n, AliasNode)),
+        copies=view_copies(g),
     )
     if collect:
         from fir.ir.kernels import describe_over, kernel_space, over_of
@@ -217,6 +228,15 @@ def _run_rounds(
     if reorder and len(fg.fnodes) > 1 and rules.mismatches and one(True) > 0 and len(fg.fnodes) > 1:
         plain(max_rounds - done + 1)
     return done
+
+
+def view_copies(g: Graph) -> list[tuple[str, str]]:
+    """The views that ``lower`` had to copy (no alias could express them), with the reason."""
+    return [
+        (n.result.name, str(n.attrs["copy"]))
+        for n in g.nodes
+        if isinstance(n, LoopNode) and isinstance(n.attrs.get("copy"), str)
+    ]
 
 
 def _total_traffic(fg: FusionGraph, nodes: list[FusionNode]) -> Any:

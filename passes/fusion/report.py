@@ -81,6 +81,8 @@ class Summary:
     traffic_before: Dim
     traffic_after: Dim
     rounds: int
+    aliases: int = 0  # views that are aliases of a buffer's storage: nothing to run
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (view copied, why)
 
     @property
     def saved(self) -> Dim:
@@ -92,13 +94,20 @@ class Summary:
 
     def line(self, func: str) -> str:
         externs = f" + {_count(self.externs, 'extern call')}" if self.externs else ""
-        return (
+        views = ""
+        if self.aliases or self.copies:
+            copies = _count(len(self.copies), "copy") if self.copies else "no copies"
+            views = f" + {_count(self.aliases, 'alias')} ({copies})"
+        text = (
             f"fuse @{func}: {_count(self.loop_nodes, 'loop node')} -> "
-            f"{_count(self.kernels_after, 'kernel')}{externs} "
+            f"{_count(self.kernels_after, 'kernel')}{externs}{views} "
             f"(kernels before: {self.kernels_before}, rounds: {self.rounds}); memory traffic "
             f"{dim_str(self.traffic_before)} -> {dim_str(self.traffic_after)} bytes "
             f"(saved {dim_str(self.saved)})"
         )
+        for name, why in self.copies:
+            text += f"\n  copy %{name}: {why}"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +120,8 @@ class Summary:
             "memory_traffic_after": _json_dim(self.traffic_after),
             "memory_traffic_saved": _json_dim(self.saved),
             "rounds": self.rounds,
+            "aliases": self.aliases,
+            "copies": [{"value": name, "reason": why} for name, why in self.copies],
         }
 
 
@@ -175,8 +186,18 @@ def _reason_kind(code: str | None) -> str | None:
     return "heuristic" if code in HEURISTIC else "legality"
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+def count_noun(n: int, word: str) -> str:
+    """``1 kernel``, ``2 kernels``, ``3 aliases``, ``2 copies``."""
+    if n == 1:
+        return f"{n} {word}"
+    if word.endswith(("s", "x")):
+        return f"{n} {word}es"
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
+
+
+_count = count_noun
 
 
 def _pair(c: Candidate) -> str:

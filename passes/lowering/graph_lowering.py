@@ -148,6 +148,7 @@ class GraphLowering:
                 [r],
                 loc=n.loc,
                 callee="aten.empty.memory_format",
+                attrs={"pure": True},  # an allocation: dce drops it when nothing reads it
                 args=[shape],
                 kwargs={"dtype": r.type.dtype},
             )
@@ -192,6 +193,7 @@ class GraphLowering:
             node: Node = ExternNode(
                 [v],
                 callee="aten.empty.memory_format",
+                attrs={"pure": True},  # an allocation: dce drops it when nothing reads it
                 args=[list(v.type.shape)],
                 kwargs={"dtype": v.type.dtype},
             )
