@@ -131,6 +131,16 @@ def fir_backend(
             warnings.warn(f"fir: running this graph with PyTorch: {e.message}", stacklevel=2)
             return make_boxed_func(fx_gm.forward)
 
+        if any(isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in inputs):
+            # FIR has compiled the graph (fir.explain reports its kernels), but it generates no
+            # code for this device yet: PyTorch runs it
+            warnings.warn(
+                f"fir: {compiled.name} takes {_devices(inputs)} tensors, which FIR has no back "
+                "end for yet: PyTorch runs this graph (FIR's kernels are reported, not run)",
+                stacklevel=2,
+            )
+            return make_boxed_func(fx_gm.forward)
+
         def run(args: list[Any]) -> list[torch.Tensor]:
             return compiled(*args)
 
@@ -142,6 +152,11 @@ def fir_backend(
         fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward)
     )
     return backend(gm, example_inputs)
+
+
+def _devices(inputs: Sequence[Any]) -> str:
+    kinds = sorted({x.device.type for x in inputs if isinstance(x, torch.Tensor)} - {"cpu"})
+    return "/".join(kinds)
 
 
 def export_and_import(

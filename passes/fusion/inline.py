@@ -46,6 +46,11 @@ CATEGORIES = (
     "max-body-ops",
 )
 
+# Ops that cost (next to) nothing to compute again in every reader: the max-ops rule, which keeps
+# expensive bodies from being recomputed, does not count them (an index computation full of
+# casts and index expressions, like T5's relative-position buckets, stays inlined, as in Inductor)
+_CHEAP_OPS = frozenset({"index", "constant", "cast", "indirect"})
+
 # Ops that have no defined result on some inputs (an integer division by zero); a body with one
 # is not evaluated where a masked load says the element is not read.
 _DIVIDING_OPS = ("floordiv", "mod")
@@ -78,10 +83,12 @@ class _Info:
     node: LoopNode
     position: int
     own_ops: int  # body ops other than loads
+    own_compute: int  # ... and other than index, constant, cast and indirect (cheap to repeat)
     loads: dict[tuple[int, Any], bool]  # (id(buffer), index) -> read under a mask
     buffers: dict[int, Value]  # the buffers it loads, by id
     can_fault: bool  # its own body has an op with no defined result on some inputs
     eff_ops: int = 0  # ops once the inlined producers are copied in (before de-duplication)
+    eff_compute: int = 0  # the same, counting own_compute
     eff_reads: frozenset[int] = field(default_factory=frozenset)  # buffers read after inlining
     eff_fault: bool = False
     reason: str | None = None  # None: inlined
@@ -93,6 +100,7 @@ def _scan(node: LoopNode, position: int) -> _Info:
     loads: dict[tuple[int, Any], bool] = {}
     buffers: dict[int, Value] = {}
     own_ops = 0
+    own_compute = 0
     can_fault = False
     has_indirect = False
     for op in node.body.ops:
@@ -103,6 +111,8 @@ def _scan(node: LoopNode, position: int) -> _Info:
             buffers.setdefault(id(op.buffer), op.buffer)
             continue
         own_ops += 1
+        if op.opcode not in _CHEAP_OPS:
+            own_compute += 1
         if op.opcode == "indirect":
             has_indirect = True
         elif op.opcode in _DIVIDING_OPS:
@@ -117,7 +127,7 @@ def _scan(node: LoopNode, position: int) -> _Info:
         ):
             # an indirect index computed from a masked-off load is not known to be in bounds
             can_fault = True
-    return _Info(node, position, own_ops, loads, buffers, can_fault)
+    return _Info(node, position, own_ops, own_compute, loads, buffers, can_fault)
 
 
 def _is_float(v: Any) -> bool:
@@ -230,6 +240,7 @@ class InlinePass(Pass):
         may fault; a body that would grow past max-body-ops, largest producers first), then
         count what the consumer becomes with the others inlined: ``eff_ops``, ``eff_reads``."""
         contribution: dict[_Info, int] = {}  # inlinable producer -> ops it adds
+        loads_of: dict[_Info, int] = {}  # inlinable producer -> loads of it (copies made)
         for (b, _), masked in consumer.loads.items():
             p = by_value.get(b)
             if p is None or p.reason is not None:
@@ -241,6 +252,7 @@ class InlinePass(Pass):
                 contribution.pop(p, None)
                 continue
             contribution[p] = contribution.get(p, 0) + p.eff_ops
+            loads_of[p] = loads_of.get(p, 0) + 1
         total = consumer.own_ops + sum(contribution.values())
         limit: int = self.max_body_ops  # type: ignore[attr-defined]
         if total > limit:
@@ -256,6 +268,10 @@ class InlinePass(Pass):
                     break
         reads: set[int] = set()
         fault = consumer.can_fault
+        compute = consumer.own_compute
+        for p, copies in loads_of.items():  # the producers still inlined, once per load
+            if p.reason is None:
+                compute += p.eff_compute * copies
         for b in consumer.buffers:
             p = by_value.get(b)
             if p is not None and p.reason is None:
@@ -264,6 +280,7 @@ class InlinePass(Pass):
             else:
                 reads.add(b)
         consumer.eff_ops, consumer.eff_reads, consumer.eff_fault = total, frozenset(reads), fault
+        consumer.eff_compute = compute
 
     def own_rules(self, info: _Info, readers: list[Node], outputs: set[int]) -> None:
         """The rules that depend on the node itself and on who reads it."""
@@ -298,10 +315,10 @@ class InlinePass(Pass):
                 f"{distinct} users, reads {_buffers(len(info.eff_reads))} > max-reads={self.max_reads}",  # type: ignore[attr-defined]
                 "max-reads",
             )
-        elif distinct > 1 and info.eff_ops > self.max_ops:  # type: ignore[attr-defined]
+        elif distinct > 1 and info.eff_compute > self.max_ops:  # type: ignore[attr-defined]
             self.realize(
                 info,
-                f"{distinct} users, {info.eff_ops} ops > max-ops={self.max_ops}",  # type: ignore[attr-defined]
+                f"{distinct} users, {info.eff_compute} ops > max-ops={self.max_ops}",  # type: ignore[attr-defined]
                 "max-ops",
             )
 
