@@ -566,3 +566,16 @@ def test_integer_division_by_zero_raises_like_eager(pipeline: str, op: str) -> N
     assert "integer division by zero: %" in message
     node = message.split(" =")[0]  # the node is named once
     assert message.startswith("%") and node not in message[len(node) :]
+
+
+def test_tensors_on_a_device_fir_has_no_back_end_for_run_with_pytorch() -> None:
+    # FIR compiles the graph (its kernels are reported) and PyTorch runs it, with a warning
+    from fir.frontend.backend import COMPILED
+
+    COMPILED.clear()
+    x = torch.ones(4, 8, device="meta")
+    f = torch.compile(lambda t: (t.sin() * 2).sum(1), backend="fir", options={"pipeline": "fusion"})
+    with pytest.warns(UserWarning, match="meta tensors, which FIR has no back end for yet"):
+        y = f(x)
+    assert y.device.type == "meta" and y.shape == (4,)
+    assert COMPILED and COMPILED[-1].module.funcs[0].kernels is not None
