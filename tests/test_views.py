@@ -230,3 +230,53 @@ def test_outputs_that_are_views_of_inputs_alias_them_as_in_eager() -> None:
         )
     outs[0][0, 0] = 100.0
     assert x[0, 0] == 100.0
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch's own view ops (OpInfo) through the fusion pipeline: values and aliasing as in eager
+
+VIEW_OPS = [
+    "reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose",
+    "movedim", "t", "mT", "expand", "broadcast_to", "narrow", "select", "split", "chunk",
+    "unbind", "diagonal", "as_strided", "unfold", "view_as", "ravel",
+]  # fmt: skip
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _view_cases() -> list:  # type: ignore[type-arg]
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    cases = []
+    for op in op_db:
+        name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        if name in VIEW_OPS:
+            for k, sample in enumerate(op.sample_inputs("cpu", torch.float32)):
+                if k >= 4:
+                    break
+                cases.append(pytest.param(op, sample, id=f"{name}-{k}"))
+    return cases
+
+
+@pytest.mark.parametrize("op,sample", _view_cases())
+def test_opinfo_view_ops_alias_their_inputs_as_in_eager(op, sample) -> None:  # type: ignore[no-untyped-def]
+    import torch._dynamo
+
+    args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+    expected = op.op(*args, **kwargs)
+    torch._dynamo.reset()
+    fn = op.op
+    compiled = torch.compile(
+        lambda *a, **k: fn(*a, **k), backend="fir", dynamic=False, options={"pipeline": "fusion"}
+    )
+    actual = compiled(*args, **kwargs)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    outs = list(actual) if isinstance(actual, (tuple, list)) else [actual]
+    wants = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    x = sample.input
+    for got, want in zip(outs, wants):
+        if want.numel() and _storage(want) == _storage(x):  # eager returns a view of the input
+            assert _storage(got) == _storage(x), f"{op.name}: a copy where eager returns a view"
+            assert (got.stride(), got.storage_offset()) == (want.stride(), want.storage_offset())
