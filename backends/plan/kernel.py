@@ -1,0 +1,500 @@
+"""One kernel plan per step of a fused program: a kernel, or a loop node in no kernel.
+
+The plan is everything a renderer needs, computed once:
+
+* the loop nest as it runs: the primary member's scheduled loops (``x*`` pointwise, ``r*``
+  reduction), the outermost pointwise loop the parallel one;
+* *phases* inside the pointwise loops, in dependency order: a phase over the reduction loops
+  (``r``: reductions accumulate, members over the whole reduction domain compute) or a phase
+  once per output element (``x``: members over the reduction's output, before or after it). A
+  member joins the last phase when what it reads is ready there; a reduction's result is ready
+  after its loop, so softmax is three loops over each row (max, sum, normalise) and rms_norm two,
+  and no reduced intermediate is ever written to memory;
+* every load and store with its index in the kernel's loop variables; a read of a buffer that
+  a member of the kernel computes at the same element becomes that member's value, not a load;
+* accumulators, checked indirect indices (with error codes), and the kernel's arguments: the
+  buffers it reads and writes and the size symbols its indices use.
+
+Renderers never look at the graph again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+from fir.ir.dtypes import DType
+from fir.ir.errors import FirError
+from fir.ir.graph import BodyOp, BodyValue, Literal, LoopNode, Value
+from fir.ir.kernels import Step, kernel_space
+from fir.ir.symbolic import indirect_symbol, is_indirect, print_expr
+from fir.ir.types import Dim, dim_str, dims_mul
+
+from .indexing import KLoop, kernel_loops, linear_index, map_member
+from .instructions import (
+    AccInit,
+    AccResult,
+    Accumulate,
+    CheckIndex,
+    Compute,
+    Constant,
+    IndexValue,
+    Instr,
+    Load,
+    LoopBegin,
+    LoopEnd,
+    Operand,
+    Store,
+    instr_str,
+)
+
+
+class PlanError(FirError):
+    """A fused program the planner cannot turn into a kernel (a bug upstream, never silent)."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A buffer the kernel reads or writes: its storage has ``elements`` elements of ``dtype``."""
+
+    name: str
+    dtype: DType
+    elements: Dim
+    read: bool
+    written: bool
+
+
+@dataclass
+class Phase:
+    kind: str  # "x": once per output element; "r": over the reduction loops
+    members: list[int] = field(default_factory=list)
+
+
+@dataclass
+class KernelPlan:
+    name: str
+    members: list[str]  # first result of each member, in order
+    numel: Dim
+    rnumel: Dim
+    reduction: bool
+    loops: list[KLoop]
+    instrs: list[Instr]
+    args: list[Arg]
+    sizes: list[str]  # size symbols the kernel takes as int64 arguments, sorted
+    local: list[str]  # member results that never reach memory
+    tile: tuple[str, str] | None = None  # two pointwise loops a renderer may tile together
+    errors: dict[int, str] = field(default_factory=dict)  # error code -> what went wrong
+
+    def text(self) -> str:
+        """The readable form (``fir-translate --target plan``)."""
+        space = (
+            f"({dim_str(self.numel)}; {dim_str(self.rnumel)})"
+            if self.reduction
+            else (f"({dim_str(self.numel)})")
+        )
+        lines = [f"kernel {self.name} over {space}  // {', '.join('%' + m for m in self.members)}"]
+        for a in self.args:
+            mode = "inout" if a.read and a.written else ("out" if a.written else "in")
+            lines.append(f"  arg {mode} %{a.name}: {a.dtype}[{dim_str(a.elements)}]")
+        for s in self.sizes:
+            lines.append(f"  arg size {s}: i64")
+        if self.local:
+            lines.append("  local " + ", ".join("%" + n for n in self.local))
+        if self.tile is not None:
+            lines.append(f"  tile {self.tile[0]}, {self.tile[1]}")
+        depth = 1
+        for i in self.instrs:
+            if isinstance(i, LoopEnd):
+                depth -= 1
+            lines.append("  " * depth + instr_str(i))
+            if isinstance(i, LoopBegin):
+                depth += 1
+        for code, what in sorted(self.errors.items()):
+            lines.append(f"  error {code}: {what}")
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def plan_kernel(step: Step, name: str, first_error: int = 1) -> KernelPlan:
+    """The plan of ``step`` (a kernel, or one loop node), named ``name``; its error codes start
+    at ``first_error`` (codes are unique in a program)."""
+    return _Builder(step, name, first_error).build()
+
+
+class _Builder:
+    def __init__(self, step: Step, name: str, first_error: int) -> None:
+        self.members: list[LoopNode] = []
+        for n in step.nodes:
+            if not isinstance(n, LoopNode) or n.body is None:
+                raise PlanError(f"{n.describe()} is not a loop node: it runs no kernel", n.loc)
+            self.members.append(n)
+        self.kernel = step.kernel
+        self.name = name
+        self.next_error = first_error
+        self.instrs: list[Instr] = []
+        self.errors: dict[int, str] = {}
+        self.reads: dict[str, Value] = {}
+        self.writes: dict[str, Value] = {}
+        self.local = {v.name for v in step.kernel.local} if step.kernel is not None else set()
+
+    # -- the whole kernel
+
+    def build(self) -> KernelPlan:
+        if self.kernel is not None:
+            info, bad, why = kernel_space(self.kernel)
+            if info is None:
+                where = bad.loc if bad is not None else self.kernel.loc
+                raise PlanError(f"kernel @{self.kernel.name}: {why}", where)
+            space = info.space
+        else:
+            from fir.ir.kernels import node_space
+
+            space = node_space(self.members[0])
+        self.space = space
+        reductions = [m for m in self.members if m.is_reduction]
+        primary = reductions[0] if reductions else self.members[0]
+        self.loops = kernel_loops(primary)
+        numel = dims_mul(lp.size for lp in self.loops if not lp.reduction)
+        self.kinds = [self._kind(m, numel) for m in self.members]
+        self.maps = [
+            map_member(m, self.loops, full_domain=(kind == "full"))
+            for m, kind in zip(self.members, self.kinds)
+        ]
+        # what members compute, by buffer name: (member, value name per result)
+        self.values: dict[str, tuple[int, str]] = {}
+        phases = self._phases()
+        xloops = [lp for lp in self.loops if not lp.reduction]
+        rloops = [lp for lp in self.loops if lp.reduction]
+        for k, lp in enumerate(xloops):
+            self.instrs.append(LoopBegin(lp.var.name, lp.size, False, parallel=k == 0))
+        for phase in phases:
+            if phase.kind == "x":
+                for j in phase.members:
+                    self._pointwise(j)
+            else:
+                self._reduction_phase(phase, rloops)
+        for lp in reversed(xloops):
+            self.instrs.append(LoopEnd(lp.var.name))
+        return KernelPlan(
+            name=self.name,
+            members=[m.results[0].name for m in self.members],
+            numel=space.numel,
+            rnumel=space.rnumel,
+            reduction=space.reduction,
+            loops=self.loops,
+            instrs=self.instrs,
+            args=self._args(),
+            sizes=self._sizes(),
+            local=sorted(self.local),
+            tile=self._tile(),
+            errors=self.errors,
+        )
+
+    def _kind(self, m: LoopNode, numel: Dim) -> str:
+        if m.is_reduction:
+            return "reduction"
+        if self.space.reduction and not _same(dims_mul(s for _, s in m.ranges), numel):
+            return "full"  # a pointwise member over the whole reduction domain
+        return "point"  # once per output element
+
+    def _phases(self) -> list[Phase]:
+        """Members into phases, in order: a member joins the last phase if everything it reads
+        from other members is ready there, else opens a new one."""
+        producer: dict[str, int] = {
+            r.name: j for j, m in enumerate(self.members) for r in m.results
+        }
+        phases: list[Phase] = []
+        at: dict[int, int] = {}
+        for j, m in enumerate(self.members):
+            kind = "r" if self.kinds[j] in ("reduction", "full") else "x"
+            earliest = 0
+            for v in m.operand_values():
+                i = producer.get(v.name)
+                if i is None or i == j:
+                    continue
+                p = at[i]
+                same_pass = (
+                    phases[p].kind == kind and self.kinds[i] != "reduction"
+                )  # an element computed in the same pass is ready
+                earliest = max(earliest, p if same_pass else p + 1)
+            if phases and len(phases) - 1 >= earliest and phases[-1].kind == kind:
+                phases[-1].members.append(j)
+            else:
+                phases.append(Phase(kind, [j]))
+            at[j] = len(phases) - 1
+        return phases
+
+    # -- members
+
+    def _pointwise(self, j: int) -> None:
+        m = self.members[j]
+        y = self._body(j)
+        self._result(j, m.results[0], y)
+
+    def _reduction_phase(self, phase: Phase, rloops: list[KLoop]) -> None:
+        accs: list[tuple[int, str]] = []
+        for j in phase.members:
+            m = self.members[j]
+            if m.is_reduction:
+                acc = f"acc{j}"
+                dtype = _reduced_dtype(m)
+                self.instrs.append(AccInit(acc, m.reduction or "", dtype))
+                accs.append((j, acc))
+        for lp in rloops:
+            self.instrs.append(LoopBegin(lp.var.name, lp.size, True))
+        for j in phase.members:
+            m = self.members[j]
+            y = self._body(j)
+            if not m.is_reduction:
+                self._result(j, m.results[0], y)
+                continue
+            acc = f"acc{j}"
+            rindex = None
+            if m.reduction in ("argmax", "argmin"):
+                rindex = self.maps[j].apply(linear_index(m.reduction_ranges))
+            self.instrs.append(Accumulate(acc, m.reduction or "", y, _reduced_dtype(m), rindex))
+        for lp in reversed(rloops):
+            self.instrs.append(LoopEnd(lp.var.name))
+        for j, acc in accs:
+            m = self.members[j]
+            names = tuple(f"n{j}_{r.name}" for r in m.results)
+            self.instrs.append(
+                AccResult(names, acc, m.reduction or "", tuple(r.type.dtype for r in m.results))
+            )
+            for r, name in zip(m.results, names):
+                self._result(j, r, name)
+
+    def _result(self, j: int, r: Value, value: Operand) -> None:
+        """Make member ``j``'s result ``r`` available to later members; store it unless the
+        kernel keeps it local."""
+        name = value if isinstance(value, str) else self._materialize(j, r, value)
+        self.values[r.name] = (j, name)
+        if r.name in self.local:
+            return
+        index = self.maps[j].apply(_store_index(self.members[j], r))
+        self.instrs.append(Store(r.name, index, name, r.type.dtype))
+        self.writes.setdefault(r.name, r)
+
+    def _materialize(self, j: int, r: Value, lit: Literal) -> str:
+        name = f"n{j}_{r.name}_c"
+        self.instrs.append(Constant(name, lit, r.type.dtype))
+        return name
+
+    def _body(self, j: int) -> Operand:
+        """Emit member ``j``'s body; return what it yields."""
+        m = self.members[j]
+        assert m.body is not None
+        vmap = self.maps[j]
+        names: dict[int, str] = {}
+        symbols: dict[sympy.Symbol, sympy.Symbol] = {}  # the member's indirect symbols, renamed
+
+        def operand(o: Any) -> Operand:
+            if isinstance(o, BodyValue):
+                return names[id(o)]
+            return o
+
+        def index(e: Any) -> Any:
+            e = vmap.apply(e)
+            if symbols and not isinstance(e, int):
+                e = e.xreplace(symbols)
+            return e
+
+        for op in m.body.ops:
+            dst = f"n{j}_{op.result.name}"
+            names[id(op.result)] = dst
+            if op.opcode == "load":
+                names[id(op.result)] = self._load(j, op, dst, index)
+            elif op.opcode == "indirect":
+                sym = indirect_symbol(f"%n{j}_{op.result.name}")
+                symbols[indirect_symbol("%" + op.result.name)] = sym
+                code = self.next_error
+                self.next_error += 1
+                read = _buffers_through(m, op.result.name)
+                self.errors[code] = (
+                    f"kernel {self.name}: indirect index %{op.result.name} of %{m.result.name} "
+                    f"out of bounds [0, {dim_str(op.bound)}) for "
+                    + ", ".join("%" + b for b in read)
+                )
+                self.instrs.append(
+                    CheckIndex(sym.name, operand(op.operands[0]), op.bound, read, code)
+                )
+                names[id(op.result)] = sym.name
+            elif op.opcode == "index":
+                assert op.dtype is not None
+                self.instrs.append(IndexValue(dst, index(op.index), op.dtype))
+            elif op.opcode == "constant":
+                assert op.dtype is not None
+                lit = op.operands[0]
+                assert isinstance(lit, Literal)
+                self.instrs.append(Constant(dst, lit, op.dtype))
+            else:
+                dtype = op.result.dtype
+                if dtype is None:
+                    raise PlanError(
+                        f"%{op.result.name} of %{m.result.name} has no dtype (verify first)", m.loc
+                    )
+                self.instrs.append(
+                    Compute(dst, op.opcode, tuple(operand(o) for o in op.operands), dtype)
+                )
+        return operand(m.body.result)
+
+    def _load(self, j: int, op: BodyOp, dst: str, index: Any) -> str:
+        assert op.buffer is not None
+        buf = op.buffer
+        made = self.values.get(buf.name)
+        if made is not None and op.mask is None:
+            i, name = made
+            want = self.maps[i].apply(_store_index(self.members[i], buf))
+            got = index(op.index)
+            if _same_index(want, got, self.loops):
+                return name  # computed by a member at this very element: no memory access
+            raise PlanError(
+                f"%{self.members[j].result.name} reads %{buf.name}[{print_expr(got)}], but the "
+                f"kernel computes element {print_expr(want)} of it here (an illegal fusion)",
+                self.members[j].loc,
+            )
+        if made is not None:
+            raise PlanError(
+                f"%{self.members[j].result.name} reads %{buf.name}, which the kernel computes, "
+                "under a mask",
+                self.members[j].loc,
+            )
+        if buf.name in self.local:  # pragma: no cover - the verifier forbids it
+            raise PlanError(f"local %{buf.name} read before it is computed", self.members[j].loc)
+        mask = None
+        if op.mask is not None:
+            mask = f"n{j}_{op.mask.name}"
+        self.instrs.append(Load(dst, buf.name, index(op.index), buf.type.dtype, mask, op.other))
+        self.reads.setdefault(buf.name, buf)
+        return dst
+
+    # -- what the renderers get besides the instructions
+
+    def _args(self) -> list[Arg]:
+        out: list[Arg] = []
+        seen: set[str] = set()
+        for name, v in list(self.reads.items()) + list(self.writes.items()):
+            if name in seen:
+                continue
+            seen.add(name)
+            out.append(
+                Arg(
+                    name,
+                    v.type.dtype,
+                    v.type.storage_size(),
+                    name in self.reads,
+                    name in self.writes,
+                )
+            )
+        return out
+
+    def _sizes(self) -> list[str]:
+        found: set[str] = set()
+        loop_vars = {lp.var for lp in self.loops}
+
+        def scan(e: Any) -> None:
+            if isinstance(e, int) or not hasattr(e, "free_symbols"):
+                return
+            for s in e.free_symbols:
+                if s not in loop_vars and not is_indirect(s):
+                    found.add(s.name)
+
+        for lp in self.loops:
+            scan(lp.size)
+        for i in self.instrs:
+            for attr in ("index", "rindex", "size", "bound"):
+                scan(getattr(i, attr, None))
+        for a in self._args():
+            scan(a.elements)
+        return sorted(found)
+
+    def _tile(self) -> tuple[str, str] | None:
+        """A member's tiling hint, as kernel loops (when its loops are the kernel's)."""
+        for j, m in enumerate(self.members):
+            hint = m.attrs.get("tile")
+            if not isinstance(hint, list) or len(hint) != 2:
+                continue
+            by_name = {v.name: v for v, _ in m.ranges}
+            pair = []
+            for name in hint:
+                e = self.maps[j].exprs.get(by_name.get(name))  # type: ignore[arg-type]
+                if isinstance(e, sympy.Symbol):
+                    pair.append(e.name)
+            if len(pair) == 2 and pair[0] != pair[1]:
+                return (pair[0], pair[1])
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _store_index(m: LoopNode, r: Value) -> Any:
+    """The storage position of element ``p`` of ``m``'s pointwise space in result ``r``:
+    row-major over the node's loops as the IR writes them, through the result's layout."""
+    linear = linear_index(m.ranges)
+    t = r.type
+    if t.layout is None:
+        return linear
+    shape = list(t.shape)
+    sizes = [s for _, s in m.ranges]
+    if len(shape) == len(sizes) and all(_same(a, b) for a, b in zip(shape, sizes)):
+        parts = [v for v, _ in m.ranges]
+    else:
+        from fir.ir.symbolic import FloorDiv, Modulo
+
+        parts = []
+        stride: Any = 1
+        for k in range(len(shape) - 1, -1, -1):
+            q = FloorDiv(linear, stride) if stride != 1 else linear
+            parts.append(Modulo(q, shape[k]) if k > 0 else q)
+            stride = stride * shape[k]
+        parts.reverse()
+    e: Any = t.layout.offset
+    for p, s in zip(parts, t.layout.strides):
+        e = e + p * s
+    return e
+
+
+def _same_index(a: Any, b: Any, loops: list[KLoop]) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    from fir.ir.symbolic import simplify_index
+
+    diff = sympy.expand(sympy.sympify(a) - sympy.sympify(b))
+    if diff == 0:
+        return True
+    return simplify_index(diff, {lp.var: lp.size for lp in loops}) == 0
+
+
+def _same(a: Dim, b: Dim) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def _reduced_dtype(m: LoopNode) -> DType:
+    assert m.body is not None
+    y = m.body.result
+    if isinstance(y, BodyValue) and y.dtype is not None:
+        return y.dtype
+    return m.results[0].type.dtype
+
+
+def _buffers_through(m: LoopNode, name: str) -> tuple[str, ...]:
+    """The buffers ``m`` loads through indirect index ``%name``."""
+    sym = indirect_symbol("%" + name)
+    assert m.body is not None
+    out: list[str] = []
+    for op in m.body.ops:
+        if (
+            op.opcode == "load"
+            and op.buffer is not None
+            and not isinstance(op.index, int)
+            and sym in op.index.free_symbols
+            and op.buffer.name not in out
+        ):
+            out.append(op.buffer.name)
+    return tuple(out)
