@@ -76,6 +76,12 @@ class InterpreterZeroDivisionError(InterpreterError, ZeroDivisionError, RuntimeE
     ``RuntimeError: ZeroDivisionError`` for it: this is both."""
 
 
+class KernelIndexError(FirError, IndexError, RuntimeError):
+    """A compiled kernel's indirect index fell outside its bound (a gather, an embedding): the
+    kernel read nothing through it and the runtime names the kernel, the buffers and the value.
+    Like :class:`InterpreterIndexError`, both the exception types eager PyTorch raises there."""
+
+
 class InterpreterMemoryError(InterpreterError, MemoryError, RuntimeError):
     """A buffer the interpreter needs cannot be allocated (``nbytes`` bytes, when known). Eager
     PyTorch raises :class:`RuntimeError` when CPU memory runs out: this is both."""

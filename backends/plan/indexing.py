@@ -21,7 +21,7 @@ across them, so this is the common case.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -89,6 +89,9 @@ class VarMap:
     exprs: dict[sympy.Symbol, Expr]
     groups: list[tuple[Group, sympy.Symbol]]
     ranges: dict[sympy.Symbol, Dim]  # kernel variable -> trip count, for simplification
+    # the kernel's variables stand in as stand-ins while substituting: a member's ``r0`` and
+    # the kernel's ``r0`` are the same name, and one must not be mistaken for the other
+    final: dict[sympy.Symbol, sympy.Symbol] = field(default_factory=dict)
 
     def apply(self, e: Expr) -> Expr:
         """``e`` (an index over the member's variables) over the kernel's variables."""
@@ -99,7 +102,14 @@ class VarMap:
             e = _merge_affine(e, group, k)
         e = e.xreplace({v: sympy.sympify(x) for v, x in self.exprs.items()})
         out = simplify_index(e, self.ranges)
-        return int(out) if isinstance(out, sympy.Integer) else out
+        if isinstance(out, sympy.Integer):
+            return int(out)
+        return out.xreplace(self.final)
+
+    def kernel_var(self, v: sympy.Symbol) -> sympy.Symbol | None:
+        """The kernel variable that member variable ``v`` is, when it is one."""
+        e = self.exprs.get(v)
+        return self.final.get(e) if isinstance(e, sympy.Symbol) else None
 
 
 def map_member(member: LoopNode, loops: Sequence[KLoop], full_domain: bool) -> VarMap:
@@ -107,11 +117,14 @@ def map_member(member: LoopNode, loops: Sequence[KLoop], full_domain: bool) -> V
     that runs over the whole reduction domain of a reduction kernel (its loops split into the
     kernel's pointwise part, then its reduction part)."""
     pw, red, squeezed = scheduled_groups(member)
+    stand_in = {lp.var: sympy.Dummy(lp.var.name, integer=True, nonnegative=True) for lp in loops}
+    loops = [KLoop(stand_in[lp.var], lp.size, lp.reduction) for lp in loops]
     xloops = [lp for lp in loops if not lp.reduction]
     rloops = [lp for lp in loops if lp.reduction]
     exprs: dict[sympy.Symbol, Expr] = {v: sympy.Integer(0) for v in squeezed}
     merged: list[tuple[Group, sympy.Symbol]] = []
     ranges = {lp.var: lp.size for lp in loops}
+    final = {d: v for v, d in stand_in.items()}
     if member.is_reduction:
         _map_groups(pw, xloops, exprs, merged, ranges)
         _map_groups(red, rloops, exprs, merged, ranges)
@@ -124,7 +137,7 @@ def map_member(member: LoopNode, loops: Sequence[KLoop], full_domain: bool) -> V
             _map_groups(pw, xloops + rloops, exprs, merged, ranges)
     else:
         _map_groups(pw, xloops, exprs, merged, ranges)
-    return VarMap(exprs, merged, ranges)
+    return VarMap(exprs, merged, ranges, final)
 
 
 def _split_groups(groups: list[Group], numel: Dim) -> tuple[list[Group] | None, list[Group]]:
@@ -145,23 +158,56 @@ def _map_groups(
     merged: list[tuple[Group, sympy.Symbol]],
     ranges: dict[sympy.Symbol, Dim],
 ) -> None:
-    if len(groups) == len(kloops) and all(_equal(g.size, k.size) for g, k in zip(groups, kloops)):
-        for g, k in zip(groups, kloops):
-            _unmerge(g, k.var, exprs)
-            if len(g.vars) > 1:
-                merged.append((g, k.var))
-        return
-    # different cuts of the same iterations: the position, cut again
-    position: Expr = sympy.Integer(0)
-    for k in kloops:
-        position = position * k.size + k.var
-    stride: Expr = sympy.Integer(1)
-    for g in reversed(groups):
-        q = FloorDiv(position, stride) if stride != 1 else position
-        if g is not groups[0]:
-            q = Modulo(q, g.size)
-        _unmerge(g, q, exprs)
-        stride = stride * g.size
+    # a merged loop of the member runs its variables row-major: what matters is the variables
+    # in order, cut where the kernel's loops are cut
+    groups = [Group((v,), (s,)) for g in groups for v, s in zip(g.vars, g.sizes)]
+    runs = _matching_runs(groups, kloops)
+    if runs is None:
+        # different cuts of the same iterations: the whole position, cut again
+        runs = [(groups, kloops)]
+    for run_m, run_k in runs:
+        vars_ = tuple(v for g in run_m for v in g.vars)
+        sizes = tuple(s for g in run_m for s in g.sizes)
+        if len(run_k) == 1:  # member loops merged into one kernel loop (or one for one)
+            group = Group(vars_, sizes)
+            _unmerge(group, run_k[0].var, exprs)
+            if len(vars_) > 1:
+                merged.append((group, run_k[0].var))
+            continue
+        position = linear_index([(k.var, k.size) for k in run_k])
+        _unmerge(Group(vars_, sizes), position, exprs)
+
+
+def _matching_runs(
+    groups: list[Group], kloops: list[KLoop]
+) -> list[tuple[list[Group], list[KLoop]]] | None:
+    """Cut both loop lists into consecutive runs of equal trip counts (a run is one loop on at
+    least one side), or None when the sizes do not allow it."""
+    runs: list[tuple[list[Group], list[KLoop]]] = []
+    i = j = 0
+    while i < len(groups) and j < len(kloops):
+        run_m, run_k = [groups[i]], [kloops[j]]
+        pm, pk = groups[i].size, kloops[j].size
+        i, j = i + 1, j + 1
+        while not _equal(pm, pk):
+            if not (isinstance(pm, int) and isinstance(pk, int)):
+                return None
+            if pm < pk and i < len(groups):
+                pm *= groups[i].size  # type: ignore[assignment]
+                run_m.append(groups[i])
+                i += 1
+            elif pk < pm and j < len(kloops):
+                pk *= kloops[j].size  # type: ignore[assignment]
+                run_k.append(kloops[j])
+                j += 1
+            else:
+                return None
+        if len(run_m) > 1 and len(run_k) > 1:
+            return None
+        runs.append((run_m, run_k))
+    if i < len(groups) or j < len(kloops):
+        return None
+    return runs
 
 
 def _unmerge(g: Group, q: Expr, exprs: dict[sympy.Symbol, Expr]) -> None:

@@ -163,14 +163,16 @@ class _Builder:
             map_member(m, self.loops, full_domain=(kind == "full"))
             for m, kind in zip(self.members, self.kinds)
         ]
-        # what members compute, by buffer name: (member, value name per result)
-        self.values: dict[str, tuple[int, str]] = {}
+        # what members compute, by buffer name: (member, value name, phase it was computed in)
+        self.values: dict[str, tuple[int, str, int]] = {}
+        self.phase = 0
         phases = self._phases()
         xloops = [lp for lp in self.loops if not lp.reduction]
         rloops = [lp for lp in self.loops if lp.reduction]
         for k, lp in enumerate(xloops):
             self.instrs.append(LoopBegin(lp.var.name, lp.size, False, parallel=k == 0))
-        for phase in phases:
+        for number, phase in enumerate(phases):
+            self.phase = number
             if phase.kind == "x":
                 for j in phase.members:
                     self._pointwise(j)
@@ -271,7 +273,7 @@ class _Builder:
         """Make member ``j``'s result ``r`` available to later members; store it unless the
         kernel keeps it local."""
         name = value if isinstance(value, str) else self._materialize(j, r, value)
-        self.values[r.name] = (j, name)
+        self.values[r.name] = (j, name, self.phase)
         if r.name in self.local:
             return
         index = self.maps[j].apply(_store_index(self.members[j], r))
@@ -283,11 +285,13 @@ class _Builder:
         self.instrs.append(Constant(name, lit, r.type.dtype))
         return name
 
-    def _body(self, j: int) -> Operand:
-        """Emit member ``j``'s body; return what it yields."""
+    def _body(self, j: int, tag: str = "") -> Operand:
+        """Emit member ``j``'s body; return what it yields. ``tag`` tells a second copy's names
+        apart (a value computed again in a later pass over the reduction loops)."""
         m = self.members[j]
         assert m.body is not None
         vmap = self.maps[j]
+        prefix = f"n{j}{tag}_"
         names: dict[int, str] = {}
         symbols: dict[sympy.Symbol, sympy.Symbol] = {}  # the member's indirect symbols, renamed
 
@@ -303,12 +307,12 @@ class _Builder:
             return e
 
         for op in m.body.ops:
-            dst = f"n{j}_{op.result.name}"
+            dst = f"{prefix}{op.result.name}"
             names[id(op.result)] = dst
             if op.opcode == "load":
-                names[id(op.result)] = self._load(j, op, dst, index)
+                names[id(op.result)] = self._load(j, op, dst, index, prefix)
             elif op.opcode == "indirect":
-                sym = indirect_symbol(f"%n{j}_{op.result.name}")
+                sym = indirect_symbol(f"%{prefix}{op.result.name}")
                 symbols[indirect_symbol("%" + op.result.name)] = sym
                 code = self.next_error
                 self.next_error += 1
@@ -341,12 +345,20 @@ class _Builder:
                 )
         return operand(m.body.result)
 
-    def _load(self, j: int, op: BodyOp, dst: str, index: Any) -> str:
+    def _load(self, j: int, op: BodyOp, dst: str, index: Any, prefix: str) -> str:
         assert op.buffer is not None
         buf = op.buffer
         made = self.values.get(buf.name)
+        if made is not None and made[2] != self.phase and self.kinds[made[0]] == "full":
+            # an element of an earlier pass over the reduction loops is gone by now: compute
+            # it again here (a pointwise body: cheaper than a round trip through memory)
+            i = made[0]
+            again = self._body(i, tag=f"p{self.phase}")
+            name = again if isinstance(again, str) else self._materialize(i, buf, again)
+            made = (i, name, self.phase)
+            self.values[buf.name] = made
         if made is not None and op.mask is None:
-            i, name = made
+            i, name, _ = made
             want = self.maps[i].apply(_store_index(self.members[i], buf))
             got = index(op.index)
             if _same_index(want, got, self.loops):
@@ -366,7 +378,7 @@ class _Builder:
             raise PlanError(f"local %{buf.name} read before it is computed", self.members[j].loc)
         mask = None
         if op.mask is not None:
-            mask = f"n{j}_{op.mask.name}"
+            mask = f"{prefix}{op.mask.name}"
         self.instrs.append(Load(dst, buf.name, index(op.index), buf.type.dtype, mask, op.other))
         self.reads.setdefault(buf.name, buf)
         return dst
@@ -420,9 +432,10 @@ class _Builder:
             by_name = {v.name: v for v, _ in m.ranges}
             pair = []
             for name in hint:
-                e = self.maps[j].exprs.get(by_name.get(name))  # type: ignore[arg-type]
-                if isinstance(e, sympy.Symbol):
-                    pair.append(e.name)
+                v = by_name.get(name)
+                k = self.maps[j].kernel_var(v) if v is not None else None
+                if k is not None:
+                    pair.append(k.name)
             if len(pair) == 2 and pair[0] != pair[1]:
                 return (pair[0], pair[1])
         return None

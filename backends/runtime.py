@@ -1,0 +1,350 @@
+"""Runs a compiled program on torch tensors: the part every back end shares.
+
+A :class:`CompiledProgram` holds a :class:`~fir.backends.plan.ProgramPlan` and the compiled
+kernels of one back end (anything with ``call(name, pointers, sizes) -> (code, value)``). A call:
+
+1. checks the inputs against the function's signature (count, dtype, device, rank, shape; the
+   size symbols are bound from the shapes) and gives each the layout the function was compiled
+   for: an input laid out otherwise is copied, once, into that layout;
+2. walks the steps: a kernel is called with the data pointers of its buffers and the values of
+   its size symbols; an extern call goes to PyTorch with views of its argument buffers; a view
+   is an alias of its root's storage;
+3. allocates storages as ``plan-memory`` planned them (a result that reuses a dead buffer, or
+   writes in place of an input, gets that storage; nothing is allocated for a kernel-local
+   buffer or a view) when the first step that writes one runs, and drops them after the step
+   that frees them;
+4. returns the outputs as tensors (a view where the function returns a view).
+
+A kernel that reports a failed index check raises :class:`~fir.ir.errors.KernelIndexError` (an
+``IndexError``) naming the kernel, the buffers and the index value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import sympy
+import torch
+from fir.ir.dtypes import DType
+from fir.ir.errors import FirError, KernelIndexError
+from fir.ir.graph import Literal, Value
+from fir.ir.types import TensorType
+
+from .plan import Buffer, ExternStep, KernelStep, ProgramPlan
+
+
+class RuntimeInputError(FirError, TypeError):
+    """The inputs do not fit the compiled function (count, dtype, shape, device)."""
+
+
+class Kernels(Protocol):
+    def call(self, name: str, pointers: list[int], sizes: list[int]) -> tuple[int, int]: ...
+
+
+@dataclass
+class _Input:
+    buffer: Buffer
+    dtype: torch.dtype
+    shape: tuple[Any, ...]  # ints or sympy expressions over the size symbols
+    strides: tuple[Any, ...]
+    offset: Any
+    plain: list[tuple[int, sympy.Symbol]]  # dimensions that bind a size symbol directly
+
+
+class CompiledProgram:
+    """A function compiled by one back end, callable on torch tensors."""
+
+    def __init__(self, plan: ProgramPlan, kernels: Kernels, device: str = "cpu") -> None:
+        self.plan = plan
+        self.kernels = kernels
+        self.device = device
+        self.symbols = {
+            name: sympy.Symbol(name, integer=True, positive=True) for name in plan.sizes
+        }
+        self.inputs = [self._input(b) for b in plan.inputs]
+        self.static = not plan.sizes
+        # storages written by each step (allocated just before it), kernel arguments resolved
+        self.writes: list[list[int]] = []
+        last_write: dict[int, int] = {}
+        for k, step in enumerate(plan.steps):
+            written = sorted(self._written_storages(step))
+            self.writes.append(written)
+            for s in written:
+                last_write[s] = k
+        # after a free, a storage that a later step writes again (plan-memory's "reuses") is
+        # kept for it; any other is dropped, so its memory goes back
+        self.drops: dict[int, list[int]] = {
+            k: [s for s in freed if last_write.get(s, -1) <= k] for k, freed in plan.frees.items()
+        }
+        self.extern_fns: dict[int, Any] = {}
+        for k, step in enumerate(plan.steps):
+            if isinstance(step, ExternStep):
+                from fir.ir.interpreter import resolve_callee
+
+                self.extern_fns[k] = resolve_callee(step.node.callee)
+
+    # -- set-up
+
+    def _input(self, b: Buffer) -> _Input:
+        t = b.type
+        plain = [(k, d) for k, d in enumerate(t.shape) if isinstance(d, sympy.Symbol)]
+        return _Input(b, t.dtype.to_torch(), tuple(t.shape), tuple(t.strides), t.offset, plain)
+
+    def _written_storages(self, step: Any) -> set[int]:
+        names: list[str] = []
+        if isinstance(step, KernelStep):
+            names = [a.name for a in step.plan.args if a.written]
+        return {self.plan.buffers[n].storage for n in names if n in self.plan.buffers}
+
+    # -- a call
+
+    def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        sizes = self._bind(inputs)
+        run = _Call(self, sizes)
+        for b, x in zip(self.plan.inputs, inputs):
+            run.adopt_input(b, x)
+        for k, step in enumerate(self.plan.steps):
+            for s in self.writes[k]:
+                run.allocate(s)
+            if isinstance(step, KernelStep):
+                run.kernel(step)
+            elif isinstance(step, ExternStep):
+                run.extern(k, step)
+            # a view (AliasStep) needs nothing at run time: its tensor is made when read
+            for s in self.drops.get(k, ()):
+                run.free(s)
+        return [run.output(name, inputs) for name in self.plan.outputs]
+
+    def _bind(self, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+        plan = self.plan
+        if len(inputs) != len(self.inputs):
+            raise RuntimeInputError(
+                f"@{plan.name} takes {len(self.inputs)} input(s) "
+                f"({', '.join('%' + i.buffer.name for i in self.inputs)}), got {len(inputs)}"
+            )
+        sizes: dict[str, int] = {}
+        for i, x in zip(self.inputs, inputs):
+            name = i.buffer.name
+            if not isinstance(x, torch.Tensor):
+                raise RuntimeInputError(f"input %{name} must be a tensor, got {type(x).__name__}")
+            if x.dtype != i.dtype:
+                raise RuntimeInputError(
+                    f"input %{name} must have dtype {i.buffer.type.dtype} ({i.dtype}), got {x.dtype}"
+                )
+            if x.device.type != self.device:
+                raise RuntimeInputError(
+                    f"input %{name} is on {x.device}; this program runs on {self.device}"
+                )
+            if x.dim() != len(i.shape):
+                raise RuntimeInputError(
+                    f"input %{name} must have rank {len(i.shape)} ({i.buffer.type}), got shape "
+                    f"{list(x.shape)}"
+                )
+            for k, sym in i.plain:
+                actual = int(x.shape[k])
+                have = sizes.setdefault(sym.name, actual)
+                if have != actual:
+                    raise RuntimeInputError(
+                        f"input %{name} has size {actual} in dimension {k}, but {sym.name} = {have}"
+                    )
+        if not self.static:
+            missing = [s for s in self.plan.sizes if s not in sizes]
+            if missing:
+                raise RuntimeInputError(
+                    f"size {missing[0]} of @{plan.name} is not the size of an input dimension"
+                )
+        for i, x in zip(self.inputs, inputs):
+            want = tuple(self.dim(d, sizes) for d in i.shape)
+            if tuple(x.shape) != want:
+                raise RuntimeInputError(
+                    f"input %{i.buffer.name} must have shape {list(want)} ({i.buffer.type}), "
+                    f"got {list(x.shape)}"
+                )
+        return sizes
+
+    def dim(self, d: Any, sizes: dict[str, int]) -> int:
+        if isinstance(d, int):
+            return d
+        value = d.subs({self.symbols[k]: v for k, v in sizes.items() if k in self.symbols})
+        return int(value)
+
+
+class _Call:
+    """The state of one call: storages, and tensors for the buffers that live in them."""
+
+    def __init__(self, program: CompiledProgram, sizes: dict[str, int]) -> None:
+        self.p = program
+        self.plan = program.plan
+        self.sizes = sizes
+        self.size_args: dict[str, list[int]] = {}
+        self.storages: dict[int, torch.Tensor] = {}  # number -> flat tensor of its dtype
+        self.bases: dict[int, int] = {}  # number -> element of the flat tensor that is index 0
+
+    def dim(self, d: Any) -> int:
+        return d if isinstance(d, int) else self.p.dim(d, self.sizes)
+
+    # storages
+
+    def adopt_input(self, b: Buffer, x: torch.Tensor) -> None:
+        """Use the caller's tensor as the storage of input ``b`` when it is laid out as the
+        function expects, else a copy laid out so."""
+        t = b.type
+        shape = [self.dim(d) for d in t.shape]
+        strides = [self.dim(s) for s in t.strides]
+        offset = self.dim(t.offset)
+        flat, base = None, -1
+        if x.numel() == 0 or _same_layout(x, shape, strides):
+            flat, base = _flat_view(x, offset)
+        if flat is None or base < 0:
+            elements = max(self.dim(t.storage_size()), 1)
+            flat = torch.zeros(elements, dtype=x.dtype)
+            _scatter(flat, x, shape, strides, offset)
+            base = 0
+        self.storages[b.storage] = flat
+        self.bases[b.storage] = base
+
+    def allocate(self, number: int) -> None:
+        if number in self.storages or number < 0:
+            return
+        s = self.plan.storages[number]
+        elements = self.dim(s.elements)
+        dtype = _dtype_of_storage(self.plan, number)
+        self.storages[number] = torch.empty(max(elements, 1), dtype=dtype)
+        self.bases[number] = 0
+
+    def free(self, number: int) -> None:
+        self.storages.pop(number, None)
+
+    def tensor(self, name: str) -> torch.Tensor:
+        """Buffer ``name`` as a tensor: its storage seen through its type."""
+        b = self.plan.buffers[name]
+        flat = self.storages[b.storage]
+        t = b.type
+        shape = [self.dim(d) for d in t.shape]
+        strides = [self.dim(s) for s in t.strides]
+        return torch.as_strided(flat, shape, strides, self.bases[b.storage] + self.dim(t.offset))
+
+    def pointer(self, name: str) -> int:
+        b = self.plan.buffers[name]
+        flat = self.storages[b.storage]
+        return flat.data_ptr() + self.bases[b.storage] * flat.element_size()
+
+    # steps
+
+    def kernel(self, step: KernelStep) -> None:
+        plan = step.plan
+        pointers = [self.pointer(a.name) for a in plan.args]
+        sizes = self.size_args.get(plan.name)
+        if sizes is None:
+            sizes = self.size_args[plan.name] = [self.sizes[s] for s in plan.sizes]
+        code, value = self.p.kernels.call(plan.name, pointers, sizes)
+        if code:
+            what = self.plan.errors.get(code) or plan.errors.get(code, f"kernel {plan.name}")
+            raise KernelIndexError(f"{what}: the index is {value}")
+
+    def extern(self, k: int, step: ExternStep) -> None:
+        node = step.node
+        fn = self.p.extern_fns[k]
+
+        def conv(v: Any) -> Any:
+            if isinstance(v, Value):
+                return self.tensor(v.name)
+            if isinstance(v, list):
+                return [conv(x) for x in v]
+            if isinstance(v, DType):
+                return v.to_torch()
+            if isinstance(v, Literal):
+                return v.value
+            if isinstance(v, sympy.Basic):
+                return self.dim(v)
+            if isinstance(v, str):
+                from fir.ir.externs import decode_torch_object
+
+                return decode_torch_object(v)
+            return v
+
+        out = fn(*[conv(a) for a in node.args], **{key: conv(v) for key, v in node.kwargs.items()})
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        for r, t in zip(node.results, outs):
+            b = self.plan.buffers.get(r.name)
+            if b is None:
+                continue
+            self._adopt_result(b, t)
+
+    def _adopt_result(self, b: Buffer, t: torch.Tensor) -> None:
+        """An extern call's result: its own memory when laid out as planned, else copied into
+        the planned layout (kernels index it as its type says)."""
+        want = b.type
+        dtype = want.dtype.to_torch()
+        if t.dtype != dtype:
+            t = t.to(dtype)
+        shape = [self.dim(d) for d in want.shape]
+        strides = [self.dim(s) for s in want.strides]
+        offset = self.dim(want.offset)
+        if tuple(t.shape) != tuple(shape):
+            raise FirError(
+                f"extern call result %{b.name} has shape {list(t.shape)}, its type says {want}"
+            )
+        existing = self.storages.get(b.storage)
+        if existing is None and (t.numel() == 0 or _same_layout(t, shape, strides)):
+            flat, base = _flat_view(t, offset)
+            if base < 0:  # the layout starts before the tensor's memory: copy instead
+                self.allocate(b.storage)
+            else:
+                self.storages[b.storage] = flat
+                self.bases[b.storage] = base
+                return
+        if existing is None:
+            self.allocate(b.storage)
+        _scatter(self.storages[b.storage], t, shape, strides, self.bases[b.storage] + offset)
+
+    def output(self, name: str, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        b = self.plan.buffers[name]
+        if b.argument:
+            k = next(j for j, i in enumerate(self.plan.inputs) if i.name == name)
+            return inputs[k]
+        return self.tensor(name)
+
+
+def _scatter(
+    flat: torch.Tensor, x: torch.Tensor, shape: list[int], strides: list[int], offset: int
+) -> None:
+    """Write ``x`` into ``flat`` laid out by ``strides`` and ``offset``. A layout in which
+    several elements share a position (a stride 0) takes one of them, as the function expects
+    them equal."""
+    if any(s == 0 and n > 1 for n, s in zip(shape, strides)):
+        index = torch.full(shape, offset, dtype=torch.int64)
+        for k, (n, s) in enumerate(zip(shape, strides)):
+            view = [1] * len(shape)
+            view[k] = n
+            index = index + torch.arange(n).view(view) * s
+        flat[index.reshape(-1)] = x.reshape(-1).to(flat.dtype)
+        return
+    torch.as_strided(flat, shape, strides, offset).copy_(x)
+
+
+def _same_layout(x: torch.Tensor, shape: list[int], strides: list[int]) -> bool:
+    return all(n == 1 or s == w for n, s, w in zip(shape, x.stride(), strides))
+
+
+def _flat_view(x: torch.Tensor, offset: int) -> tuple[torch.Tensor, int]:
+    """``x``'s whole storage as a flat tensor, and the position in it of index 0 of the layout
+    the function expects (``x``'s first element is at index ``offset``)."""
+    storage_elements = x.untyped_storage().nbytes() // x.element_size()
+    flat = torch.as_strided(x, (storage_elements,), (1,), 0)
+    return flat, x.storage_offset() - offset
+
+
+def _dtype_of_storage(plan: ProgramPlan, number: int) -> torch.dtype:
+    for b in plan.buffers.values():
+        if b.storage == number:
+            return b.type.dtype.to_torch()
+    raise FirError(f"storage {number} holds no buffer")  # pragma: no cover
+
+
+def element_count(t: TensorType, sizes: dict[str, int]) -> int:
+    dims = [d if isinstance(d, int) else int(d.subs(sizes)) for d in t.shape]
+    return math.prod(dims)

@@ -1,0 +1,259 @@
+"""Kernel plans and the runtime, checked against the reference interpreter.
+
+Plans run through :mod:`plan_eval` (a scalar evaluator of the instruction list, independent of
+any renderer) under :class:`~fir.backends.runtime.CompiledProgram`, so a failure here is the
+plan's or the runtime's, never a renderer's."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+
+import pytest
+import strategies as S
+import torch
+from fir.backends.plan import KernelPlan, plan_program
+from fir.backends.plan.instructions import (
+    AccInit,
+    CheckIndex,
+    Load,
+    LoopBegin,
+    Store,
+)
+from fir.backends.runtime import CompiledProgram, RuntimeInputError
+from fir.ir.errors import KernelIndexError
+from fir.ir.graph import Module
+from fir.ir.interpreter import run_graph
+from fir.ir.parser import parse_file, parse_module
+from fir.ir.printer import print_module
+from fir.ir.types import TensorType
+from fir.passes.pipeline import parse_pipeline
+from fir.tools.fir_run import random_inputs
+from hypothesis import HealthCheck, given, settings
+from plan_eval import PlanKernels
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = sorted(
+    glob.glob(os.path.join(ROOT, "examples", "*.fir"))
+    + glob.glob(os.path.join(ROOT, "examples", "imported", "*.fir"))
+)
+
+
+def compile_plan(m: Module) -> CompiledProgram:
+    plan = plan_program(m.funcs[0])
+    return CompiledProgram(plan, PlanKernels(plan.kernels()))
+
+
+def check(text_or_module: str | Module, pipeline: str = "fusion", seed: int = 0) -> None:
+    before = parse_module(text_or_module) if isinstance(text_or_module, str) else text_or_module
+    g0 = before.funcs[0]
+    inputs = random_inputs(g0, seed, None)
+    want = run_graph(g0, [x.clone() for x in inputs])
+    after = parse_pipeline(pipeline).run(parse_module(print_module(before)))
+    got = compile_plan(after)(*inputs)
+    assert len(got) == len(want)
+    for k, (a, b) in enumerate(zip(got, want)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, equal_nan=True, msg=f"output #{k}")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
+def test_examples_run_from_their_plans(path: str) -> None:
+    if path.endswith("loop_level.fir"):
+        check(parse_file(path), pipeline="deps,dce,fuse,reorder,plan-memory")
+    else:
+        check(parse_file(path))
+
+
+@pytest.mark.parametrize(
+    "pipeline", ["fusion", "decompose,lower,inline{disable},deps,dce,fuse,reorder,plan-memory"]
+)
+def test_programs_of_every_shape(pipeline: str) -> None:
+    programs = [
+        # a column sum (reduction over the outer dimension)
+        "func @f(%x: f32[6, 5]) -> (f32[5]) {\n  %y = sum %x {dims = [0]} : f32[5]\n  return %y\n}",
+        # a transpose add (tiling hint), a broadcast
+        "func @f(%x: f32[4, 4], %y: f32[4, 4], %b: f32[4]) -> (f32[4, 4]) {\n"
+        "  %t = transpose %y {dim0 = 0, dim1 = 1} : f32[4, 4]\n"
+        "  %a = add %x, %t : f32[4, 4]\n  %c = add %a, %b : f32[4, 4]\n  return %c\n}",
+        # argmax, welford, prod, any, min over a permuted reduction
+        "func @f(%x: f32[3, 4, 5]) -> (i64[3, 5], f32[3, 1, 5], f32[4], bool[3], f32[5]) {\n"
+        "  %a = argmax %x {dim = 1} : i64[3, 5]\n"
+        "  %v = var %x {dims = [1], keepdim = true} : f32[3, 1, 5]\n"
+        "  %p = prod %x {dims = [0, 2]} : f32[4]\n"
+        "  %g = gt %x, 0.5 : bool[3, 4, 5]\n  %n = any %g {dims = [1, 2]} : bool[3]\n"
+        "  %m = min %x {dims = [0, 1]} : f32[5]\n"
+        "  return %a, %v, %p, %n, %m\n}",
+        # layer norm in f16, computed in f32
+        "func @f(%x: f16[4, 8], %w: f16[8], %b: f16[8]) -> (f16[4, 8]) {\n"
+        "  %y = layer_norm %x, %w, %b {normalized_shape = [8]} : f16[4, 8]\n  return %y\n}",
+        # a gather through an indirect index, a masked pad, a cat
+        "func @f(%w: f32[10, 4], %i: i64[3], %x: f32[2, 3]) -> (f32[3, 4], f32[2, 7]) {\n"
+        "  %e = embedding %w, %i : f32[3, 4]\n"
+        "  %p = pad %x {pad = [1, 1]} : f32[2, 5]\n"
+        "  %c = cat %p, %x {dim = 1} : f32[2, 8]\n"
+        "  %s = slice %c {dim = 1, start = 1, end = 8} : f32[2, 7]\n"
+        "  return %e, %s\n}",
+    ]
+    for text in programs:
+        check(text, pipeline=pipeline)
+
+
+def test_symbolic_sizes() -> None:
+    text = """func @f(%x: f32[s0, 8], %w: f32[8]) -> (f32[s0, 8]) {
+  %sq = mul %x, %x : f32[s0, 8]
+  %ms = mean %sq {dims = [1], keepdim = true} : f32[s0, 1]
+  %r = rsqrt %ms : f32[s0, 1]
+  %y = mul %x, %r : f32[s0, 8]
+  %z = mul %y, %w : f32[s0, 8]
+  return %z
+}"""
+    after = parse_pipeline("fusion").run(parse_module(text))
+    prog = compile_plan(after)
+    assert prog.plan.kernels()[0].sizes == ["s0"]
+    for rows in (1, 3, 5):
+        x, w = torch.randn(rows, 8), torch.randn(8)
+        want = run_graph(parse_module(text).funcs[0], [x, w])[0]
+        torch.testing.assert_close(prog(x, w)[0], want)
+
+
+@settings(max_examples=S.examples(12), deadline=None, suppress_health_check=list(HealthCheck))
+@given(S.tensor_modules(max_funcs=1))
+def test_random_tensor_programs(m: Module) -> None:
+    g = m.funcs[0]
+    sizes = [d for a in g.args for d in a.type.shape]
+    if any(not isinstance(d, int) for d in sizes):
+        return  # random symbolic programs: covered by test_symbolic_sizes
+    try:
+        after = parse_pipeline("fusion").run(parse_module(print_module(m)))
+        inputs = [_consistent(a.type, x) for a, x in zip(g.args, random_inputs(g, 0, None))]
+        want = run_graph(g, [x.clone() for x in inputs])
+    except Exception:
+        return  # the interpreter refuses the random inputs (an index out of range, …)
+    got = compile_plan(after)(*inputs)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3, equal_nan=True)
+
+
+def _consistent(t: TensorType, x: torch.Tensor) -> torch.Tensor:
+    """An input whose elements agree where its layout makes them share storage (a stride 0):
+    the only inputs such an argument can stand for."""
+    if t.layout is None or x.numel() == 0:
+        return x
+    storage = x.reshape(-1)[:1].expand(int(t.storage_size())).clone()
+    storage[: min(x.numel(), storage.numel())] = x.reshape(-1)[: storage.numel()]
+    shape = [int(d) for d in t.shape]
+    return torch.as_strided(storage, shape, [int(s) for s in t.strides], int(t.offset)).clone()
+
+
+# ---------------------------------------------------------------------------------------------
+# What the plans say
+
+
+def plan_of(text: str, pipeline: str = "fusion") -> KernelPlan:
+    (k,) = plan_program(parse_pipeline(pipeline).run(parse_module(text)).funcs[0]).kernels()
+    return k
+
+
+SOFTMAX = "func @f(%x: f32[4, 8]) -> (f32[4, 8]) {\n  %y = softmax %x {dim = 1} : f32[4, 8]\n  return %y\n}"
+
+
+def test_softmax_is_three_passes_over_each_row_and_stores_only_its_output() -> None:
+    k = plan_of(SOFTMAX)
+    loops = [i for i in k.instrs if isinstance(i, LoopBegin)]
+    assert [(lp.var, lp.reduction, lp.parallel) for lp in loops] == [
+        ("x0", False, True),
+        ("r0", True, False),
+        ("r0", True, False),
+        ("r0", True, False),
+    ]
+    assert [i.kind for i in k.instrs if isinstance(i, AccInit)] == ["max", "sum"]
+    assert [i.buffer for i in k.instrs if isinstance(i, Store)] == ["y"]  # max, sum stay local
+    assert [(a.name, a.read, a.written) for a in k.args] == [("x", True, False), ("y", False, True)]
+
+
+def test_a_value_computed_in_the_kernel_is_not_loaded_again() -> None:
+    text = """func @f(%x: f32[4, 8]) -> (f32[4, 8], f32[4, 8]) {
+  %e = exp %x : f32[4, 8]
+  %y = add %e, 1.0 : f32[4, 8]
+  return %e, %y
+}"""
+    k = plan_of(text, "decompose,lower,inline{disable},deps,dce,fuse,reorder,plan-memory")
+    assert [i.buffer for i in k.instrs if isinstance(i, Load)] == ["x"]
+    assert {i.buffer for i in k.instrs if isinstance(i, Store)} == {"e", "y"}
+
+
+def test_indirect_loads_are_checked_and_reported() -> None:
+    text = """func @f(%w: f32[10, 4], %i: i64[3]) -> (f32[3, 4]) {
+  %e = embedding %w, %i : f32[3, 4]
+  return %e
+}"""
+    m = parse_pipeline("fusion").run(parse_module(text))
+    prog = compile_plan(m)
+    (k,) = prog.plan.kernels()
+    (check_,) = [i for i in k.instrs if isinstance(i, CheckIndex)]
+    assert check_.bound == 10 and check_.buffers == ("w",)
+    w = torch.randn(10, 4)
+    torch.testing.assert_close(prog(w, torch.tensor([1, 9, 0]))[0], w[[1, 9, 0]])
+    with pytest.raises(KernelIndexError, match=r"out of bounds \[0, 10\) for %w: the index is 12"):
+        prog(w, torch.tensor([1, 12, 0]))
+    with pytest.raises(IndexError):  # what eager code catches
+        prog(w, torch.tensor([-1, 0, 0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The runtime
+
+
+def test_inputs_are_checked() -> None:
+    prog = compile_plan(parse_pipeline("fusion").run(parse_module(SOFTMAX)))
+    with pytest.raises(RuntimeInputError, match="takes 1 input"):
+        prog()
+    with pytest.raises(RuntimeInputError, match="must have dtype f32"):
+        prog(torch.zeros(4, 8, dtype=torch.float64))
+    with pytest.raises(RuntimeInputError, match=r"must have shape \[4, 8\]"):
+        prog(torch.zeros(4, 9))
+    with pytest.raises(RuntimeInputError, match="must have rank 2"):
+        prog(torch.zeros(32))
+
+
+def test_an_input_in_another_layout_is_copied_not_misread() -> None:
+    prog = compile_plan(parse_pipeline("fusion").run(parse_module(SOFTMAX)))
+    x = torch.randn(8, 4).t()  # the values of a [4, 8] tensor, laid out column-major
+    torch.testing.assert_close(prog(x)[0], torch.softmax(x, 1))
+    base = torch.randn(10, 8)
+    torch.testing.assert_close(prog(base[3:7])[0], torch.softmax(base[3:7], 1))  # an offset
+
+
+def test_storage_is_reused_as_planned() -> None:
+    text = """func @f(%x: f32[64]) -> (f32[64]) {
+  %a = exp %x : f32[64]
+  %s = sum %a {dims = [0], keepdim = true} : f32[1]
+  %b = div %a, %s : f32[64]
+  %c = sin %b : f32[64]
+  %t = sum %c {dims = [0], keepdim = true} : f32[1]
+  %d = div %c, %t : f32[64]
+  return %d
+}"""
+    m = parse_pipeline("decompose,lower,inline{disable},deps,dce,plan-memory").run(
+        parse_module(text)
+    )
+    prog = compile_plan(m)
+    storages = {b.storage for n, b in prog.plan.buffers.items() if not b.argument}
+    assert len(storages) < len([b for b in prog.plan.buffers.values() if not b.argument])
+    x = torch.randn(64)
+    torch.testing.assert_close(prog(x)[0], run_graph(parse_module(text).funcs[0], [x])[0])
+
+
+def test_fir_translate_prints_plans() -> None:
+    path = os.path.join(ROOT, "examples", "rms_norm.fir")
+    out = subprocess.run(
+        ["fir-translate", path, "-p", "fusion", "--target", "plan"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "kernel k0 over (32; 64)" in out and "local %ms.sum" in out
+    bad = subprocess.run(["fir-translate", path], capture_output=True, text=True)
+    assert bad.returncode == 1 and "run the 'fusion' pipeline" in bad.stderr
+    assert "Traceback" not in bad.stderr
