@@ -16,21 +16,22 @@ from typing import Any
 from ._lark import Lexer, LexerState, Token
 from .errors import Location, ParseError
 
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<WS>[ \t\r\n]+)
-  | (?P<COMMENT>//[^\n]*)
-  | (?P<VALUE>%[A-Za-z0-9_][A-Za-z0-9_.$]*)
-  | (?P<FUNC_NAME>@[A-Za-z_][A-Za-z0-9_.$]*)
-  | (?P<TYPE>(?P<TYPEWORD>[A-Za-z_][A-Za-z0-9_]*)\[[^\]\n]*\])
-  | (?P<NAME>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<FLOAT>[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)
-  | (?P<INT>[0-9]+)
-  | (?P<STRING>"(?:[^"\\\n]|\\.)*")
-  | (?P<PUNCT>->|[-+*<>=,:;()\[\]{}])
-    """,
-    re.VERBOSE,
-)
+# The tokens, in the order they are tried at a position (the first that matches wins). The
+# fast path (``fast_parse``) splits lines with the same patterns.
+TOKEN_PATTERNS: list[tuple[str, str]] = [
+    ("WS", r"[ \t\r\n]+"),
+    ("COMMENT", r"//[^\n]*"),
+    ("VALUE", r"%[A-Za-z0-9_][A-Za-z0-9_.$]*"),
+    ("FUNC_NAME", r"@[A-Za-z_][A-Za-z0-9_.$]*"),
+    ("TYPE", r"[A-Za-z_][A-Za-z0-9_]*\[[^\]\n]*\]"),
+    ("NAME", r"[A-Za-z_][A-Za-z0-9_]*"),
+    ("FLOAT", r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+"),
+    ("INT", r"[0-9]+"),
+    ("STRING", r'"(?:[^"\\\n]|\\.)*"'),
+    ("PUNCT", r"->|[-+*<>=,:;()\[\]{}]"),
+]
+TOKEN_RE = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in TOKEN_PATTERNS))
+_TOKEN_RE = TOKEN_RE  # the name tests/strategies.py imports
 
 _new_str = str.__new__
 _EQUAL_AHEAD = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)*=(?!=)")
@@ -86,7 +87,7 @@ class FirLexer(Lexer):
         states = parser_state.parse_conf.states
         stack = parser_state.state_stack
         keywords, punct = self.keywords, self.punct
-        match = _TOKEN_RE.match
+        match = TOKEN_RE.match
         base = Origin.base
         line, line_start = (base[0], -(base[1] - 1)) if base else (1, 0)
         while pos < end:
@@ -105,7 +106,7 @@ class FirLexer(Lexer):
                 pos = m.end()
                 continue
             if kind == "TYPE":
-                word = m.group("TYPEWORD")
+                word = value[: value.index("[")]
                 if word in keywords:  # `strided[1, 8]`: a keyword, then the bracket
                     kind, value = "NAME", word
             if kind == "NAME":

@@ -7,8 +7,12 @@ declared by the function's argument types. Every error carries ``file:line:col``
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
+import gc
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from ._lark import (
 from .deps import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from .dtypes import DType, parse_dtype
 from .errors import FirError, Location, ParseError
+from .fast_parse import parse_canonical
 from .graph import (
     REDUCTION_KINDS,
     AliasNode,
@@ -66,6 +71,22 @@ class _Over:
         self.reduction = reduction
 
 
+@functools.cache
+def _symbolic() -> Any:
+    """``fir.ir.symbolic``, imported on first use: it imports sympy, which static programs never
+    need. A call to this costs a fifth of an ``import`` statement, and the hottest callbacks
+    (dependency variables, memory dependencies, loop ranges) run once per line."""
+    from . import symbolic
+
+    return symbolic
+
+
+def _is_int_expr(x: Any) -> bool:
+    """An int or a sympy expression. Asks the type, not the object: sympy computes
+    ``free_symbols`` by walking the whole expression each time it is read."""
+    return isinstance(x, int) or hasattr(type(x), "free_symbols")
+
+
 def _sympy_any(*xs: Any) -> bool:
     return any(not isinstance(x, int) for x in xs)
 
@@ -103,8 +124,8 @@ class _Builder(Transformer):
         self.dep_free: dict[str, list[Token]] = {}
         self.node_names: set[str] = set()
         # the kernel block being read, and the names of `local` waiting for its members
-        self.kernel: Kernel | None = None
-        self.kernel_local: list[Token] = []
+        self.open_kernel: Kernel | None = None
+        self.pending_local: list[Token] = []
         self.kernel_names: set[str] = set()
 
     # -- locations and errors
@@ -254,7 +275,7 @@ class _Builder(Transformer):
         strides = [c for c in children[1:] if c is not None and not isinstance(c, _Offset)]
         offset = next((c.value for c in children if isinstance(c, _Offset)), 0)
         for s in strides + [offset]:
-            if not (isinstance(s, int) or hasattr(s, "free_symbols")) or isinstance(s, Value):
+            if not _is_int_expr(s) or isinstance(s, Value):
                 raise self.error(kw, "strides and offset must be integer expressions")
             if isinstance(s, int) and s < 0:
                 raise self.error(kw, f"strides and offset must not be negative, got {s}")
@@ -304,8 +325,8 @@ class _Builder(Transformer):
         self.node_names.add(results[0].name)
         assert self.graph is not None
         self.graph.nodes.append(node)
-        if self.kernel is not None:
-            self.kernel.nodes.append(node)
+        if self.open_kernel is not None:
+            self.open_kernel.nodes.append(node)
 
     # -- kernels
 
@@ -323,8 +344,8 @@ class _Builder(Transformer):
                 else self.as_size(over[1], name_tok, "a kernel's reduction size"),
             )
         k = Kernel(name, loc=self.loc(kw), over=over, attrs=dict(attrs) if attrs else {})
-        self.kernel = k
-        self.kernel_local = local or []
+        self.open_kernel = k
+        self.pending_local = local or []
         return k
 
     def kernel_over(self, children: list[Any]) -> tuple[Any, Any]:
@@ -346,7 +367,7 @@ class _Builder(Transformer):
         k = children[0]
         assert isinstance(k, Kernel) and self.graph is not None
         results = {r.name: r for n in k.nodes for r in n.results}
-        for tok in self.kernel_local:
+        for tok in self.pending_local:
             name = str(tok)[1:]
             v = results.get(name)
             if v is None:
@@ -359,8 +380,8 @@ class _Builder(Transformer):
             k.local.append(v)
             k.local_locs.append(self.loc(tok))
         self.graph.kernels.append(k)
-        self.kernel = None
-        self.kernel_local = []
+        self.open_kernel = None
+        self.pending_local = []
 
     def tensor_op(self, children: list[Any]) -> TensorOp | AliasNode:
         self.declaring_sizes = False
@@ -445,15 +466,15 @@ class _Builder(Transformer):
         if reduction == [] and any(isinstance(c, Token) and c.type == "SEMI" for c in children):
             semi = next(c for c in children if isinstance(c, Token) and c.type == "SEMI")
             raise self.error(semi, "expected at least one reduction loop after ';'")
-        from .symbolic import index_var
-
+        index_var = _symbolic().index_var
         self.loop_vars = {}
         for tok, _ in ranges + (reduction or []):
-            if str(tok) in self.loop_vars:
+            name = str(tok)
+            if name in self.loop_vars:
                 raise self.error(tok, f"loop variable '{tok}' is bound twice")
-            if str(tok) in self.size_symbols:
+            if name in self.size_symbols:
                 raise self.error(tok, f"loop variable '{tok}' shadows a size symbol")
-            self.loop_vars[str(tok)] = index_var(str(tok))
+            self.loop_vars[name] = index_var(name)
         self.body_values = {}
         self.body_ops = []
         self.in_body = True
@@ -529,17 +550,29 @@ class _Builder(Transformer):
         return LoopSchedule(loops, red_loops, self.loc(order.kw))
 
     def _loop_node(self, kw_tok: Token, reduction: str | None, children: list[Any]) -> LoopNode:
-        over = next(c for c in children if isinstance(c, _Over))
-        body = next(c for c in children if isinstance(c, Body))
-        attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
-        types = next(c for c in children if isinstance(c, _Types))
+        over: _Over | None = None
+        body: Body | None = None
+        attrs = _Attrs()
+        types: _Types | None = None
+        order: _Order | None = None
+        for c in children:
+            if isinstance(c, _Over):
+                over = c
+            elif isinstance(c, Body):
+                body = c
+            elif isinstance(c, _Attrs):
+                attrs = c
+            elif isinstance(c, _Types):
+                types = c
+            elif isinstance(c, _Order):
+                order = c
+        assert over is not None and body is not None and types is not None
         ranges = [(self.loop_vars[str(t)], s) for t, s in over.ranges]
         if reduction is None and over.reduction is not None:
             raise self.error(kw_tok, "a pointwise node has no reduction loops (remove the ';')")
         if reduction is not None and over.reduction is None:
             raise self.error(kw_tok, "a reduction node needs reduction loops after ';'")
         red = [(self.loop_vars[str(t)], s) for t, s in (over.reduction or [])]
-        order = next((c for c in children if isinstance(c, _Order)), None)
         schedule = self.schedule(order, reduction, ranges, red) if order is not None else None
         node = LoopNode(
             results=[],
@@ -645,8 +678,13 @@ class _Builder(Transformer):
                     name_tok, f"'{opname}' is a tensor op; it cannot appear in a loop body"
                 )
             raise self.error(name_tok, _unknown_op_message(opname, _body_op_names()))
-        operands = [c for c in children[1:] if isinstance(c, (BodyValue, Literal))]
-        attrs = next((c for c in children if isinstance(c, _Attrs)), _Attrs())
+        operands = []
+        attrs: dict[str, Any] = {}
+        for c in children[1:]:
+            if isinstance(c, (BodyValue, Literal)):
+                operands.append(c)
+            elif isinstance(c, _Attrs):
+                attrs = c
         dt_tok = children[-1] if isinstance(children[-1], Token) else None
         dtype = self.dtype(dt_tok) if dt_tok is not None else None
         if opname in ("constant", "cast") and dtype is None:
@@ -669,7 +707,7 @@ class _Builder(Transformer):
         return dt
 
     def as_index(self, e: Any, tok: Token) -> Any:
-        if isinstance(e, (DType, Value)) or not (isinstance(e, int) or hasattr(e, "free_symbols")):
+        if isinstance(e, (DType, Value)) or not _is_int_expr(e):
             raise self.error(tok, "index must be an integer expression")
         return e
 
@@ -717,8 +755,7 @@ class _Builder(Transformer):
         return children[0], children[1]
 
     def memory_dep(self, children: list[Any]) -> tuple[Token, MemoryDep]:
-        from .symbolic import index_var
-
+        index_var = _symbolic().index_var
         buf_tok, index = children[0], children[1]
         bytes_tok, nbytes = children[-2], children[-1]
         declared: dict[str, Any] = {}
@@ -732,8 +769,8 @@ class _Builder(Transformer):
                 raise self.error(tok, f"dependency variable '{name}' is bound twice")
             if name in self.size_symbols:
                 raise self.error(tok, f"dependency variable '{name}' shadows a size symbol")
-            declared[name] = index_var(name)
-            ranges.append((declared[name], self.dep_size(size, tok, "a dependency size")))
+            declared[name] = var = index_var(name)
+            ranges.append((var, self.dep_size(size, tok, "a dependency size")))
         index = self.as_index(index, buf_tok)
         for name, toks in self.dep_free.items():
             if name not in declared:
@@ -880,17 +917,16 @@ class _Builder(Transformer):
     def name_atom(self, children: list[Any]) -> Any:
         tok = children[0]
         name = str(tok)
-        if name in self.loop_vars:
-            return self.loop_vars[name]
+        var = self.loop_vars.get(name)
+        if var is not None:
+            return var
         dt = parse_dtype(name)
         if dt is not None:
             return dt
         sym = self.size_symbols.get(name)
         if sym is None and self.in_deps:
-            from .symbolic import index_var
-
             self.dep_free.setdefault(name, []).append(tok)
-            return index_var(name)
+            return _symbolic().index_var(name)
         if sym is None:
             if not self.declaring_sizes:
                 where = "loop variable or size symbol" if self.in_body else "size symbol"
@@ -925,7 +961,7 @@ class _Builder(Transformer):
 
     def _arith(self, a: Any, op_tok: Token, b: Any) -> Any:
         for x in (a, b):
-            if not (isinstance(x, int) or hasattr(x, "free_symbols")):
+            if not _is_int_expr(x):
                 raise self.error(
                     op_tok, f"'{op_tok}' needs integer expressions, got {_describe(x)}"
                 )
@@ -951,7 +987,7 @@ class _Builder(Transformer):
         a, b = children[-2], children[-1]
         kw = children[0]
         for x in (a, b):
-            if not (isinstance(x, int) or hasattr(x, "free_symbols")):
+            if not _is_int_expr(x):
                 raise self.error(kw, f"{kind} needs integer expressions, got {_describe(x)}")
         if isinstance(b, int) and b <= 0 or (not isinstance(b, int) and b.is_positive is not True):
             raise self.error(kw, f"{kind} needs a positive divisor, got {b}")
@@ -970,7 +1006,7 @@ class _Builder(Transformer):
     def _minmax(self, children: list[Any], kind: str) -> Any:
         kw, args = children[0], children[1:]
         for x in args:
-            if not (isinstance(x, int) or hasattr(x, "free_symbols")):
+            if not _is_int_expr(x):
                 raise self.error(kw, f"{kind} needs integer expressions, got {_describe(x)}")
         if all(isinstance(a, int) for a in args):
             return min(args) if kind == "min" else max(args)
@@ -1152,10 +1188,23 @@ def _expected(lark: Lark, names: set[str] | frozenset[str]) -> str:
     return ", ".join(shown)
 
 
-def parse_module(text: str, filename: str = "<input>", line_offset: int = 0) -> Module:
-    """Parse FIR text into a :class:`Module`. Raises :class:`ParseError` with a location."""
+def parse_module(
+    text: str, filename: str = "<input>", line_offset: int = 0, *, fast_path: bool = True
+) -> Module:
+    """Parse FIR text into a :class:`Module`. Raises :class:`ParseError` with a location.
+
+    Text laid out as the printer writes it goes through :mod:`fir.ir.fast_parse`, which drives
+    the same callbacks as lark and gives the same module; whatever it is unsure of (including
+    every error) is parsed again by lark, here. ``fast_path=False`` always uses lark (the
+    differential tests compare the two)."""
     lark = _get_lark()
-    with _lock:
+    with _lock, _paused_gc():
+        if fast_path:
+            _builder.reset(text, filename, line_offset)
+            try:
+                return parse_canonical(_builder, _builder.lines)
+            except Exception:  # Unsure, a callback's error, anything: lark decides
+                pass
         _builder.reset(text, filename, line_offset)
         try:
             result = lark.parse(text, start="start")
@@ -1177,6 +1226,21 @@ def parse_module(text: str, filename: str = "<input>", line_offset: int = 0) -> 
             ) from None
     assert isinstance(result, Module)
     return result
+
+
+@contextlib.contextmanager
+def _paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while parsing: a large program allocates hundreds of
+    thousands of objects that live on, and the collections they trigger walk all of them and
+    find nothing to free (a third of the time on a 100,000-line program). The passes do the same
+    (``passes.base.paused_gc``)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _loc_at(text: str, filename: str, line: int, col: int, line_offset: int) -> Location:
