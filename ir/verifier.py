@@ -143,17 +143,18 @@ class _GraphVerifier:
                     self.size_symbols |= set(d.free_symbols)
         self.size_symbol_key = frozenset(self.size_symbols)
         for pos, n in enumerate(g.nodes):
+            reads = n.operand_values()
             if isinstance(n, TensorOp):
                 self.tensor_op(n)
             elif isinstance(n, ExternNode):
                 self.extern(n)
             elif isinstance(n, LoopNode):
-                self.loop_node(n)
+                self.loop_node(n, reads)
             elif isinstance(n, AliasNode):
                 self.alias(n)
             else:
                 raise self.error(f"unknown node kind {type(n).__name__}", n.loc, n)
-            self.reads.append(n.operand_values())
+            self.reads.append(reads)
             if n.deps is not None:
                 self.node_deps(n)
             for r in n.results:
@@ -625,7 +626,7 @@ class _GraphVerifier:
 
     # -- loop level
 
-    def loop_node(self, n: LoopNode) -> None:
+    def loop_node(self, n: LoopNode, reads: list[Value]) -> None:
         previous = getattr(n, "_verified", None)
         if previous is not None and previous == self.loop_fingerprint(n):
             # the loop order and the tiling hint are not in the fingerprint: they are cheap to
@@ -636,7 +637,7 @@ class _GraphVerifier:
                 self.tile_hint(n)
             # nothing the body checks read has changed since this node last verified: only
             # what depends on the rest of the graph (its buffers defined before it) is left
-            for v in n.operand_values():
+            for v in reads:
                 self.use(v, n.loc, n)
             return
         self.check_loop_node(n)

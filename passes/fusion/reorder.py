@@ -12,9 +12,12 @@ nodes keep the order they run in now and are only squeezed and merged.
 
 from __future__ import annotations
 
-from fir.ir.graph import Graph, Kernel, LoopNode, Module
+from typing import Any
 
-from ..analysis.deps import canonical_prefix, refresh_recorded_deps
+from fir.ir.deps import NodeDeps
+from fir.ir.graph import Graph, Kernel, LoopNode, Module, Node
+
+from ..analysis.deps import canonical_prefix, local_deps
 from ..base import Option, Pass, paused_gc
 from .loop_order import Plan, plan_loops
 
@@ -48,6 +51,9 @@ def reorder_graph(g: Graph, merge: bool = True, tile: bool = True) -> dict[str, 
     prefix = canonical_prefix(g)
     kernel_of = g.kernel_of()
     done: set[int] = set()
+    # (node, schedule) -> its reads and writes: the kernel check and the refresh of the recorded
+    # deps ask for the same ones (nothing changes a body while reorder runs)
+    memo: dict[tuple[int, int], tuple[Any, NodeDeps]] = {}
     for n in g.nodes:
         if not isinstance(n, LoopNode):
             continue
@@ -55,22 +61,43 @@ def reorder_graph(g: Graph, merge: bool = True, tile: bool = True) -> dict[str, 
         if k is not None:
             if id(k) not in done:
                 done.add(id(k))
-                _reorder_kernel(g, k, merge, tile, counts, prefix)
+                _reorder_kernel(g, k, merge, tile, counts, prefix, memo)
             continue
         _apply(n, plan_loops(n, merge=merge), tile, counts)
     for n in g.nodes:
-        refresh_recorded_deps(n, prefix)
+        if n.deps is not None:
+            fresh = _local_deps(n, prefix, memo)
+            n.deps.reads, n.deps.writes = fresh.reads, fresh.writes
     return counts
 
 
-def kernel_problem(g: Graph, k: Kernel, prefix: str | None = None) -> str | None:
+def _local_deps(
+    n: Node, prefix: str, memo: dict[tuple[int, int], tuple[Any, NodeDeps]] | None
+) -> NodeDeps:
+    if memo is None:
+        return local_deps(n, prefix)
+    schedule = getattr(n, "schedule", None)
+    key = (id(n), id(schedule))
+    hit = memo.get(key)
+    if hit is not None and hit[0] is schedule:  # the memo holds the schedule: no id reuse
+        return hit[1]
+    d = local_deps(n, prefix)
+    memo[key] = (schedule, d)
+    return d
+
+
+def kernel_problem(
+    g: Graph,
+    k: Kernel,
+    prefix: str | None = None,
+    memo: dict[tuple[int, int], tuple[Any, NodeDeps]] | None = None,
+) -> str | None:
     """What a schedule change can break in a kernel: its nodes' iteration spaces, and every
     read of what an earlier node of the kernel writes being of the element computed at the same
     point (the MemoryDeps, over each node's loops in the order they run, must match). None when
     the kernel is fine."""
     from fir.ir.kernels import kernel_space
 
-    from ..analysis.deps import canonical_prefix, local_deps
     from .graph import fusable_read
 
     info, _, why = kernel_space(k)
@@ -80,7 +107,7 @@ def kernel_problem(g: Graph, k: Kernel, prefix: str | None = None) -> str | None
         prefix = canonical_prefix(g)
     writes: dict[str, list] = {}
     for n in k.nodes:
-        d = local_deps(n, prefix)
+        d = _local_deps(n, prefix, memo)
         for read in d.reads:
             produced = writes.get(read.buffer)
             if produced is not None and not any(fusable_read(read, w) for w in produced):
@@ -91,14 +118,20 @@ def kernel_problem(g: Graph, k: Kernel, prefix: str | None = None) -> str | None
 
 
 def _reorder_kernel(
-    g: Graph, k: Kernel, merge: bool, tile: bool, counts: dict[str, int], prefix: str
+    g: Graph,
+    k: Kernel,
+    merge: bool,
+    tile: bool,
+    counts: dict[str, int],
+    prefix: str,
+    memo: dict[tuple[int, int], tuple[Any, NodeDeps]],
 ) -> None:
     members = [n for n in k.nodes if isinstance(n, LoopNode)]
     old = {id(n): n.schedule for n in members}
     plans = {id(n): plan_loops(n, merge=merge) for n in members}
     for n in members:
         n.schedule = plans[id(n)].schedule
-    if kernel_problem(g, k, prefix) is not None:
+    if kernel_problem(g, k, prefix, memo) is not None:
         # the new orders would break the kernel: keep the order its nodes run in now
         counts["kept-for-kernels"] += 1
         for n in members:
