@@ -1197,7 +1197,6 @@ def parse_module(
     the same callbacks as lark and gives the same module; whatever it is unsure of (including
     every error) is parsed again by lark, here. ``fast_path=False`` always uses lark (the
     differential tests compare the two)."""
-    lark = _get_lark()
     with _lock, _paused_gc():
         if fast_path:
             _builder.reset(text, filename, line_offset)
@@ -1205,6 +1204,7 @@ def parse_module(
                 return parse_canonical(_builder, _builder.lines)
             except Exception:  # Unsure, a callback's error, anything: lark decides
                 pass
+        lark = _get_lark()  # built only when the fast path gives up
         _builder.reset(text, filename, line_offset)
         try:
             result = lark.parse(text, start="start")
