@@ -22,6 +22,7 @@ A kernel that reports a failed index check raises :class:`~fir.ir.errors.KernelI
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,11 +30,11 @@ from typing import Any, Protocol
 import sympy
 import torch
 from fir.ir.dtypes import DType
-from fir.ir.errors import FirError, KernelIndexError
+from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
-from .plan import Buffer, ExternStep, KernelStep, ProgramPlan
+from .plan import DIVISION_BY_ZERO, Buffer, ExternStep, KernelStep, ProgramPlan
 
 
 class RuntimeInputError(FirError, TypeError):
@@ -79,6 +80,9 @@ class CompiledProgram:
         self.drops: dict[int, list[int]] = {
             k: [s for s in freed if last_write.get(s, -1) <= k] for k, freed in plan.frees.items()
         }
+        self.step_times: list[float] | None = None  # set to a list to time each step
+        self.layouts: dict[str, tuple[list[int], list[int], int]] = {}  # static programs
+        self.storage_sizes: dict[int, tuple[int, torch.dtype]] = {}
         self.extern_fns: dict[int, Any] = {}
         for k, step in enumerate(plan.steps):
             if isinstance(step, ExternStep):
@@ -106,13 +110,17 @@ class CompiledProgram:
         run = _Call(self, sizes)
         for b, x in zip(self.plan.inputs, inputs):
             run.adopt_input(b, x)
+        times = self.step_times
         for k, step in enumerate(self.plan.steps):
+            start = time.perf_counter() if times is not None else 0.0
             for s in self.writes[k]:
                 run.allocate(s)
             if isinstance(step, KernelStep):
                 run.kernel(step)
             elif isinstance(step, ExternStep):
                 run.extern(k, step)
+            if times is not None:
+                times.append(time.perf_counter() - start)
             # a view (AliasStep) needs nothing at run time: its tensor is made when read
             for s in self.drops.get(k, ()):
                 run.free(s)
@@ -180,11 +188,26 @@ class _Call:
         self.plan = program.plan
         self.sizes = sizes
         self.size_args: dict[str, list[int]] = {}
+        self.layouts: dict[str, tuple[list[int], list[int], int]] = {}
         self.storages: dict[int, torch.Tensor] = {}  # number -> flat tensor of its dtype
         self.bases: dict[int, int] = {}  # number -> element of the flat tensor that is index 0
 
     def dim(self, d: Any) -> int:
         return d if isinstance(d, int) else self.p.dim(d, self.sizes)
+
+    def layout(self, name: str) -> tuple[list[int], list[int], int]:
+        """Shape, strides and offset of buffer ``name`` (cached across calls when the program
+        has no size symbols: they are the same every time)."""
+        cache = self.p.layouts if self.p.static else self.layouts
+        got = cache.get(name)
+        if got is None:
+            t = self.plan.buffers[name].type
+            got = cache[name] = (
+                [self.dim(d) for d in t.shape],
+                [self.dim(s) for s in t.strides],
+                self.dim(t.offset),
+            )
+        return got
 
     # storages
 
@@ -192,9 +215,11 @@ class _Call:
         """Use the caller's tensor as the storage of input ``b`` when it is laid out as the
         function expects, else a copy laid out so."""
         t = b.type
-        shape = [self.dim(d) for d in t.shape]
-        strides = [self.dim(s) for s in t.strides]
-        offset = self.dim(t.offset)
+        if t.layout is None and x.is_contiguous():  # the common case, without a view
+            self.storages[b.storage] = x.view(-1) if x.dim() != 1 else x
+            self.bases[b.storage] = 0
+            return
+        shape, strides, offset = self.layout(b.name)
         flat, base = None, -1
         if x.numel() == 0 or _same_layout(x, shape, strides):
             flat, base = _flat_view(x, offset)
@@ -209,10 +234,13 @@ class _Call:
     def allocate(self, number: int) -> None:
         if number in self.storages or number < 0:
             return
-        s = self.plan.storages[number]
-        elements = self.dim(s.elements)
-        dtype = _dtype_of_storage(self.plan, number)
-        self.storages[number] = torch.empty(max(elements, 1), dtype=dtype)
+        size = self.p.storage_sizes.get(number) if self.p.static else None
+        if size is None:
+            elements = max(self.dim(self.plan.storages[number].elements), 1)
+            size = (elements, _dtype_of_storage(self.plan, number))
+            if self.p.static:
+                self.p.storage_sizes[number] = size
+        self.storages[number] = torch.empty(size[0], dtype=size[1])
         self.bases[number] = 0
 
     def free(self, number: int) -> None:
@@ -222,10 +250,8 @@ class _Call:
         """Buffer ``name`` as a tensor: its storage seen through its type."""
         b = self.plan.buffers[name]
         flat = self.storages[b.storage]
-        t = b.type
-        shape = [self.dim(d) for d in t.shape]
-        strides = [self.dim(s) for s in t.strides]
-        return torch.as_strided(flat, shape, strides, self.bases[b.storage] + self.dim(t.offset))
+        shape, strides, offset = self.layout(name)
+        return torch.as_strided(flat, shape, strides, self.bases[b.storage] + offset)
 
     def pointer(self, name: str) -> int:
         b = self.plan.buffers[name]
@@ -242,6 +268,10 @@ class _Call:
             sizes = self.size_args[plan.name] = [self.sizes[s] for s in plan.sizes]
         code, value = self.p.kernels.call(plan.name, pointers, sizes)
         if code:
+            if code == DIVISION_BY_ZERO:
+                raise KernelZeroDivisionError(
+                    f"kernel {plan.name}: integer division by zero ({', '.join(plan.members)})"
+                )
             what = self.plan.errors.get(code) or plan.errors.get(code, f"kernel {plan.name}")
             raise KernelIndexError(f"{what}: the index is {value}")
 

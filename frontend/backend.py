@@ -2,13 +2,16 @@
 
 Options (``torch.compile(..., options={...})``):
 
-* ``pipeline``: FIR passes run on each imported graph (default ``"cleanup"``);
+* ``pipeline``: FIR passes run on each imported graph (default ``"fusion"``: down to fused,
+  ordered, planned loop level);
 * ``dump_dir``: write the ``.fir`` of every graph after import and after every pass, so any
   stage can be replayed with ``fir-opt``;
-* ``backend``: what runs the compiled program. ``"interp"`` (the reference interpreter) is the
-  only one so far; the code generators plug in here.
-* ``fallback``: on a graph FIR cannot import, run it with PyTorch (default True) instead of
-  raising.
+* ``backend``: what runs the compiled program: ``"cpp"`` (default: C++/OpenMP kernels,
+  :mod:`fir.backends.cpp`, for CPU tensors) or ``"interp"`` (the reference interpreter, any
+  pipeline). Tensors on another device run with PyTorch, with a warning, until a back end for
+  it exists;
+* ``fallback``: on a graph FIR cannot import or compile, run it with PyTorch (default True)
+  instead of raising.
 """
 
 from __future__ import annotations
@@ -22,21 +25,21 @@ from typing import Any
 
 import torch
 from fir.ir.errors import FirError
-from fir.ir.graph import Module
+from fir.ir.graph import Module, TensorOp
 from fir.ir.printer import print_module
 
 from .fx_import import ImportReport, import_graph_module
 
-RUNNERS = ("interp",)
-PLANNED_RUNNERS = ("cpp", "llvm", "triton")
+RUNNERS = ("cpp", "interp")
+PLANNED_RUNNERS = ("llvm", "triton")
 _graph_ids = itertools.count()
 
 
 @dataclass
 class CompileOptions:
-    pipeline: str = "cleanup"
+    pipeline: str = "fusion"
     dump_dir: str | None = None
-    backend: str = "interp"
+    backend: str = "cpp"
     fallback: bool = True
 
     @staticmethod
@@ -49,7 +52,9 @@ class CompileOptions:
             setattr(opts, key, value)
         if opts.backend not in RUNNERS:
             if opts.backend in PLANNED_RUNNERS:
-                raise FirError(f"fir backend '{opts.backend}' is not available yet; use 'interp'")
+                raise FirError(
+                    f"fir backend '{opts.backend}' is not available yet; use 'cpp' or 'interp'"
+                )
             raise FirError(
                 f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})"
             )
@@ -69,11 +74,14 @@ class CompiledGraph:
     constants: list[torch.Tensor]
     name: str
     stages: list[tuple[str, str]] = field(default_factory=list)
+    program: Any = None  # the compiled program (a code generator's), None for the interpreter
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        from fir.ir.interpreter import run_graph
-
         with torch.no_grad():
+            if self.program is not None:
+                return self.program(*inputs, *self.constants)
+            from fir.ir.interpreter import run_graph
+
             return run_graph(self.module.funcs[0], [*inputs, *self.constants])
 
 
@@ -100,6 +108,19 @@ def compile_graph_module(
         compiled.stages.append((p.name, print_module(m)))
 
     compiled.module = pipeline.run(module, after_pass=after)
+    on_cpu = all(not isinstance(x, torch.Tensor) or x.device.type == "cpu" for x in example_inputs)
+    at_tensor_level = any(isinstance(n, TensorOp) for f in compiled.module.funcs for n in f.nodes)
+    if options.backend != "interp" and on_cpu and at_tensor_level:
+        warnings.warn(
+            f"fir: pipeline '{options.pipeline}' leaves {name} at tensor level, which the "
+            f"'{options.backend}' back end cannot compile: the interpreter runs it (use a "
+            "pipeline that ends at loop level, such as 'fusion')",
+            stacklevel=2,
+        )
+    elif options.backend != "interp" and on_cpu:
+        from fir.backends.compile import compile_function
+
+        compiled.program = compile_function(compiled.module.funcs[0], options.backend)
     if options.dump_dir:
         out = Path(options.dump_dir)
         out.mkdir(parents=True, exist_ok=True)

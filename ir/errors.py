@@ -82,6 +82,11 @@ class KernelIndexError(FirError, IndexError, RuntimeError):
     Like :class:`InterpreterIndexError`, both the exception types eager PyTorch raises there."""
 
 
+class KernelZeroDivisionError(FirError, ZeroDivisionError, RuntimeError):
+    """A compiled kernel divided an integer by zero (``RuntimeError: ZeroDivisionError`` in
+    eager PyTorch: this is both)."""
+
+
 class InterpreterMemoryError(InterpreterError, MemoryError, RuntimeError):
     """A buffer the interpreter needs cannot be allocated (``nbytes`` bytes, when known). Eager
     PyTorch raises :class:`RuntimeError` when CPU memory runs out: this is both."""

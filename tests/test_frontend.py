@@ -132,7 +132,9 @@ def _small(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def test_option_pipeline_and_dump_dir(tmp_path: Path) -> None:
     x, w = torch.randn(4, 8), torch.randn(8)
     start = len(fir_backend.COMPILED)
-    got = compile_fir(_small, pipeline="canonicalize,cse", dump_dir=str(tmp_path))(x, w)
+    got = compile_fir(
+        _small, pipeline="canonicalize,cse", dump_dir=str(tmp_path), backend="interp"
+    )(x, w)
     torch.testing.assert_close(got, _small(x, w))
     (graph,) = new_graphs(start)
     assert [stage for stage, _ in graph.stages] == ["import", "canonicalize", "cse"]
@@ -153,7 +155,7 @@ def test_option_backend_interp() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"backend": "cpp"}, "fir backend 'cpp' is not available yet"),
+        ({"backend": "llvm"}, "fir backend 'llvm' is not available yet"),
         ({"backend": "tpu"}, "unknown fir backend 'tpu'"),
         ({"no_such_option": 1}, "unknown fir backend option 'no_such_option'"),
         ({"pipeline": "no-such-pass"}, "unknown pass 'no-such-pass'"),
@@ -528,7 +530,7 @@ def test_out_of_range_index_raises_an_index_error(pipeline: str) -> None:
     x, i = torch.randn(4), torch.tensor([7])
     with pytest.raises(IndexError):  # what eager raises
         x[i]
-    f = compile_fir(lambda x, i: x[i], pipeline=pipeline)
+    f = compile_fir(lambda x, i: x[i], pipeline=pipeline, backend="interp")
     with pytest.raises(IndexError) as info:
         f(x, i)
     e = info.value
@@ -542,7 +544,9 @@ def test_out_of_range_index_raises_an_index_error(pipeline: str) -> None:
 
 def test_out_of_range_embedding_index_raises_an_index_error() -> None:
     w, ids = torch.randn(4, 3), torch.tensor([1, 9])
-    f = compile_fir(lambda w, i: torch.nn.functional.embedding(i, w), pipeline="fusion")
+    f = compile_fir(
+        lambda w, i: torch.nn.functional.embedding(i, w), pipeline="fusion", backend="interp"
+    )
     with pytest.raises(IndexError) as info:
         f(w, ids)
     assert info.value.message == (
@@ -558,7 +562,7 @@ def test_integer_division_by_zero_raises_like_eager(pipeline: str, op: str) -> N
     a, b = torch.tensor([4, 5]), torch.tensor([2, 0])
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):  # what eager raises
         fn(a, b)
-    f = compile_fir(fn, pipeline=pipeline)
+    f = compile_fir(fn, pipeline=pipeline, backend="interp")
     with pytest.raises(ZeroDivisionError) as info:
         f(a, b)
     assert isinstance(info.value, RuntimeError)  # `except RuntimeError` keeps working
@@ -566,6 +570,25 @@ def test_integer_division_by_zero_raises_like_eager(pipeline: str, op: str) -> N
     assert "integer division by zero: %" in message
     node = message.split(" =")[0]  # the node is named once
     assert message.startswith("%") and node not in message[len(node) :]
+
+
+def test_compiled_kernels_raise_what_eager_raises() -> None:
+    from fir.ir.errors import KernelIndexError, KernelZeroDivisionError
+
+    f = compile_fir(lambda w, i: torch.nn.functional.embedding(i, w))  # the C++ back end
+    w = torch.randn(4, 3)
+    torch.testing.assert_close(f(w, torch.tensor([1, 3])), w[[1, 3]])
+    with pytest.raises(IndexError) as info:
+        f(w, torch.tensor([1, 9]))
+    assert isinstance(info.value, KernelIndexError) and isinstance(info.value, RuntimeError)
+    assert "out of bounds [0, 4) for %arg1_1: the index is 9" in info.value.message
+    g = compile_fir(lambda a, b: a // b)
+    with pytest.raises(ZeroDivisionError) as zinfo:
+        g(torch.tensor([4, 5]), torch.tensor([2, 0]))
+    assert isinstance(zinfo.value, KernelZeroDivisionError) and isinstance(
+        zinfo.value, RuntimeError
+    )
+    assert "integer division by zero" in zinfo.value.message
 
 
 def test_tensors_on_a_device_fir_has_no_back_end_for_run_with_pytorch() -> None:

@@ -32,6 +32,21 @@ def build_arg_parser() -> argparse.ArgumentParser:
         help="also run the program before the pipeline and compare the outputs",
     )
     p.add_argument(
+        "--backend",
+        choices=["interp", "cpp"],
+        default="interp",
+        help="run with the reference interpreter (default) or compile with a code generator "
+        "(cpp: C++/OpenMP; the program must be at loop level after the pipeline, e.g. "
+        "-p fusion)",
+    )
+    p.add_argument(
+        "--bench",
+        action="store_true",
+        help="with a code generator: time the compiled program (median of --repeat calls) and "
+        "print each step's time",
+    )
+    p.add_argument("--repeat", type=int, default=20, help="calls timed by --bench")
+    p.add_argument(
         "--kernels",
         choices=["tiled", "sequential"],
         default="tiled",
@@ -174,7 +189,20 @@ def main(argv: list[str] | None = None) -> int:
         if len(pipeline):
             module = pipeline.run(module)
             graph = module.func(func)
-        outputs = run_graph(graph, inputs, args.kernels)
+        bench = ""
+        if args.backend == "interp":
+            outputs = run_graph(graph, inputs, args.kernels)
+        else:
+            import time
+
+            from fir.backends.compile import compile_function
+
+            start = time.perf_counter()
+            program = compile_function(graph, args.backend)
+            compile_s = time.perf_counter() - start
+            outputs = program(*inputs)
+            if args.bench:
+                bench = benchmark(program, inputs, max(args.repeat, 1), compile_s)
     except InterpreterMemoryError as e:
         # the machine's limit, not a mistake in the text: one line, no caret under the source
         where = f"{e.loc}" if e.loc is not None else "fir-run"
@@ -185,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for a, t in zip(graph.args, inputs):
         print(f"input  %{a.name}: {describe(t)}")
+    if bench:
+        print(bench, end="")
     for k, t in enumerate(outputs):
         print(f"output #{k}: {describe(t)}")
         if args.print_values:
@@ -200,6 +230,42 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         print(f"check: {len(outputs)} output(s) agree before and after '{args.pipeline}'")
     return 0
+
+
+def benchmark(program: Any, inputs: list[Any], repeat: int, compile_s: float) -> str:
+    """The median time of a call and of each step over ``repeat`` calls, after one warm-up."""
+    import statistics
+    import time
+
+    from fir.backends.plan import ExternStep, KernelStep
+
+    program(*inputs)
+    calls: list[float] = []
+    steps: list[list[float]] = []
+    for _ in range(repeat):
+        program.step_times = []
+        t = time.perf_counter()
+        program(*inputs)
+        calls.append(time.perf_counter() - t)
+        steps.append(program.step_times)
+    program.step_times = None
+    plan = program.plan
+    kernels = sum(isinstance(s, KernelStep) for s in plan.steps)
+    externs = sum(isinstance(s, ExternStep) for s in plan.steps)
+    lines = [
+        f"compiled in {compile_s * 1e3:.1f} ms: {kernels} kernel(s), {externs} extern call(s)",
+    ]
+    for k, s in enumerate(plan.steps):
+        if isinstance(s, KernelStep):
+            what = f"kernel {s.plan.name}"
+        elif isinstance(s, ExternStep):
+            what = f"extern {s.node.callee}"
+        else:
+            continue
+        ms = statistics.median(run[k] for run in steps) * 1e3
+        lines.append(f"  {ms:9.3f} ms  {what}")
+    lines.append(f"  {statistics.median(calls) * 1e3:9.3f} ms  total (median of {repeat} calls)")
+    return "\n".join(lines) + "\n"
 
 
 def entry() -> None:

@@ -3,7 +3,7 @@ function (see :mod:`.kernel` for one kernel, :mod:`.program` for a function's st
 buffers, :mod:`.instructions` for the instruction list renderers walk)."""
 
 from .indexing import KLoop
-from .instructions import INSTRUCTIONS, Instr, instr_str
+from .instructions import DIVISION_BY_ZERO, INSTRUCTIONS, Instr, instr_str
 from .kernel import Arg, KernelPlan, PlanError, plan_kernel
 from .program import (
     AliasStep,
@@ -17,6 +17,7 @@ from .program import (
 )
 
 __all__ = [
+    "DIVISION_BY_ZERO",
     "INSTRUCTIONS",
     "AliasStep",
     "Arg",

@@ -19,6 +19,10 @@ from fir.ir.graph import Literal
 from fir.ir.symbolic import print_expr
 from fir.ir.types import Dim, dim_str
 
+# the error code a kernel reports for an integer division by zero (index checks have codes 1, 2,
+# …, unique in a program)
+DIVISION_BY_ZERO = -1
+
 Expr = Any  # an index expression over the kernel's loop variables, indirect symbols and sizes
 Operand = str | Literal  # a value name or a literal
 

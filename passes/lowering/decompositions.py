@@ -10,6 +10,7 @@ every rule's formula.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -214,6 +215,15 @@ def std(b: Builder) -> list[Operand]:
 @rule("var_mean")
 def var_mean(b: Builder) -> list[Operand]:
     v, mu = _variance(b)
+    # the mean of no elements is NaN, as in PyTorch (welford's mean of nothing is 0)
+    x = b.tensor(0)
+    count = static_count(x.type.shape, _norm_dims(_dims_attr(b, x.type.rank), x.type.rank))
+    if count == 0:
+        mu = b.emit("full", [lit(math.nan)], "mean_empty", decl=mu.type)
+    elif count is None:
+        n = mu.owner.results[2]  # type: ignore[union-attr]
+        empty = b.emit("eq", [n, lit(0.0)], "empty")
+        mu = b.emit("where", [empty, lit(math.nan), mu], "mean_or_nan")
     return [v, mu]
 
 

@@ -1,0 +1,346 @@
+"""The instruction walk: one plan instruction -> C++ statements, by table lookup (:mod:`.ops`).
+
+:class:`Emitter` holds what a kernel's code is written with: the output lines, C++ names for
+every plan name, value dtypes, and where each value and accumulator lives right now (a local, or
+an element of a per-lane array while a loop strategy of :mod:`.loops` says so).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# returned with error value 0 by an integer division by zero (codes from the plan are positive)
+from fir.backends.plan import DIVISION_BY_ZERO  # noqa: E402  (one definition for every back end)
+from fir.backends.plan.instructions import (
+    AccInit,
+    AccResult,
+    Accumulate,
+    CheckIndex,
+    Compute,
+    Constant,
+    IndexValue,
+    Instr,
+    Load,
+    Operand,
+    Store,
+)
+from fir.backends.plan.kernel import KernelPlan
+from fir.ir.dtypes import DType
+from fir.ir.graph import Literal
+from fir.ir.types import Dim
+
+from .cexpr import c_index
+from .nest import can_fail
+from .ops import (
+    ACCUMULATORS,
+    CASTS,
+    CTYPE,
+    DIVIDES,
+    INT_OPS,
+    LOGICAL,
+    OPS,
+    Accumulator,
+    accumulator,
+    accumulator_init,
+    accumulator_types,
+    literal,
+    load_expr,
+    store_expr,
+)
+
+_RESERVED_WORDS = (
+    "auto bool break case catch char class const continue default delete do double else enum "
+    "extern false float for goto if inline int long namespace new not or and xor operator "
+    "private public return short signed sizeof static struct switch template this throw true "
+    "try typedef union unsigned using void volatile while args sizes error_value main l "
+    "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t INT64_MIN INT64_C "
+)
+RESERVED = set(_RESERVED_WORDS.split())
+REDUCED = (DType.F16, DType.BF16)  # stored as 16 bits, computed as float
+
+
+class Names:
+    """C++ identifiers for plan names, unique in a kernel. A plan name never starts with
+    ``fir_`` here (it gets ``v_`` in front), so the code's own names (``fir_err``, ``fir_n``)
+    never clash; ``l`` (the lane index) and ``x0b`` (the block of loop ``x0``) are taken first."""
+
+    def __init__(self) -> None:
+        self.taken = set(RESERVED)
+        self.names: dict[tuple[str, str], str] = {}
+
+    def add(self, kind: str, name: str) -> str:
+        key = (kind, name)
+        if key in self.names:
+            return self.names[key]
+        text = re.sub(r"\W", "_", name.replace("%", "ix_"))
+        if not text or text[0].isdigit() or text.lower().startswith("fir_"):
+            text = "v_" + text
+        while text in self.taken:
+            text += "_"
+        self.taken.add(text)
+        self.names[key] = text
+        return text
+
+    def __call__(self, kind: str, name: str) -> str:
+        return self.names[(kind, name)]
+
+
+@dataclass
+class Acc:
+    """An accumulator: its kind, C++ state, and where the state lives right now."""
+
+    name: str  # C++ base name; components append the kind's suffixes
+    kind: str
+    dtype: DType  # of the reduced values
+    types: tuple[str, ...]
+    lanes: str | None = None  # the lane index while the state is per-lane arrays (``acc0_v[l]``)
+    uniform: tuple[str, str] | None = None  # (count, reciprocal) while every lane saw as many
+
+    @property
+    def spec(self) -> Accumulator:
+        return accumulator(self.kind, self.dtype)
+
+    def components(self) -> dict[str, str]:
+        """Pattern keys of ``ops.Accumulator`` (``s``, ``s_i`` …) -> C++ scalar state names."""
+        return {"s" + suffix: self.name + suffix for suffix in self.spec.state}
+
+    def init(self) -> tuple[str, ...]:
+        return accumulator_init(self.kind, self.dtype)
+
+
+class Emitter:
+    def __init__(self, plan: KernelPlan) -> None:
+        self.plan = plan
+        self.lines: list[str] = []
+        self.depth = 1
+        self.names = Names()
+        self.dtypes: dict[str, DType] = {}
+        self.refs: dict[str, str] = {}  # value -> C++ expression, where not its plain name
+        self.accs: dict[str, Acc] = {}
+        # f16/bf16 values as the bits a store of that dtype writes, where they are at hand
+        # (a load of such a buffer, a cast to the dtype): such a store converts nothing
+        self.bits: dict[str, tuple[DType, str]] = {}
+        self.uses_done = False  # a check outside every loop jumps to the end of the kernel
+        self._name_everything()
+        self.int_values = {n for n, d in self.dtypes.items() if not d.is_float and not d.is_bool}
+        self.fails = any(can_fail(i, self.int_values) for i in plan.instrs)
+
+    def _name_everything(self) -> None:
+        add = self.names.add
+        for lp in self.plan.loops:
+            add("var", lp.var.name)
+            self.names.taken.add(lp.var.name + "b")
+        for s in self.plan.sizes:
+            add("size", s)
+        for i in self.plan.instrs:
+            if isinstance(i, (Load, Compute, Constant, IndexValue)):
+                self.dtypes[i.dst] = i.dtype
+                add("value", i.dst)
+            elif isinstance(i, CheckIndex):
+                self.dtypes[i.symbol] = DType.I64
+                add("value", i.symbol)
+            elif isinstance(i, AccResult):
+                for d, t in zip(i.dsts, i.dtypes):
+                    self.dtypes[d] = t
+                    add("value", d)
+            elif isinstance(i, AccInit):
+                base = add("value", i.acc)
+                types = tuple(t for t, _ in accumulator_types(i.kind, i.dtype))
+                self.accs[i.acc] = Acc(base, i.kind, i.dtype, types)
+                for suffix in ACCUMULATORS[i.kind].state + ("_cnt", "_inv"):
+                    self.names.taken |= {base + suffix, base + suffix + "_v", base + suffix + "_t"}
+        for a in self.plan.args:
+            add("buffer", a.name)
+
+    # -- references
+
+    def block(self, var: str) -> str:
+        """The C++ name of the block index of loop ``var`` (``x0b``)."""
+        return self.names("var", var) + "b"
+
+    def ref(self, name: str) -> str:
+        return self.refs.get(name) or self.names("value", name)
+
+    def operand(self, o: Operand, dtype: DType, exact: bool = False) -> str:
+        if isinstance(o, Literal):
+            return literal(o, dtype, exact)
+        return self.ref(o)
+
+    def index(self, e: object) -> str:
+        def name(sym: str) -> str:
+            for kind in ("var", "size", "value"):
+                if (kind, sym) in self.names.names:
+                    return self.names(kind, sym)
+            raise KeyError(f"kernel {self.plan.name}: index symbol {sym} is not defined")
+
+        return c_index(e, name)
+
+    def dim(self, d: Dim) -> str:
+        return self.index(d)
+
+    # -- output
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    def open(self, header: str = "") -> None:
+        self.emit(f"{header} {{" if header else "{")
+        self.depth += 1
+
+    def close(self, count: int = 1) -> None:
+        for _ in range(count):
+            self.depth -= 1
+            self.emit("}")
+
+    def for_(self, var: str, stop: str, start: str = "0", step: int = 1, name: str = "") -> None:
+        v = name or self.names("var", var)
+        inc = f"++{v}" if step == 1 else f"{v} += {step}"
+        self.open(f"for (int64_t {v} = {start}; {v} < {stop}; {inc})")
+
+    # -- instructions
+
+    def define(self, name: str, expr: str) -> None:
+        """``const T name = expr;``, or the element of the per-lane array that holds it."""
+        if name in self.refs:
+            self.emit(f"{self.refs[name]} = {expr};")
+        else:
+            self.emit(f"const {CTYPE[self.dtypes[name]]} {self.ref(name)} = {expr};")
+
+    def fail(self, code: str, value: str, exit_: str) -> str:
+        if exit_.startswith("goto"):
+            self.uses_done = True
+        return f"{{ fir_fail(&fir_err, &fir_errv, {code}, {value}); {exit_} }}"
+
+    def instr(self, i: Instr, exit_: str) -> None:
+        """Emit ``i``; ``exit_`` leaves the current iteration when a check fails."""
+        if isinstance(i, Load):
+            self.load(i)
+        elif isinstance(i, Compute):
+            self.compute(i, exit_)
+        elif isinstance(i, Constant):
+            self.define(i.dst, literal(i.value, i.dtype, exact=True))
+        elif isinstance(i, IndexValue):
+            value = self.index(i.index)
+            if i.dtype is not DType.I64:
+                value = CASTS[i.dtype].format(f"int64_t({value})")
+            self.define(i.dst, value)
+        elif isinstance(i, CheckIndex):
+            sym = self.ref(i.symbol)
+            self.define(i.symbol, f"int64_t({self.ref(i.src)})")
+            bound = self.dim(i.bound)
+            self.emit(f"if ({sym} < 0 || {sym} >= {bound}) " + self.fail(str(i.code), sym, exit_))
+        elif isinstance(i, AccInit):
+            self.declare(self.accs[i.acc])
+        elif isinstance(i, Accumulate):
+            self.accumulate(i)
+        elif isinstance(i, AccResult):
+            self.acc_result(i)
+        elif isinstance(i, Store):
+            self.store(i)
+        else:  # pragma: no cover - INSTRUCTIONS lists every kind, a test checks the walk
+            raise TypeError(f"the C++ renderer has no rule for {type(i).__name__}")
+
+    def load(self, i: Load) -> None:
+        element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+        value = load_expr(i.dtype, element)
+        if i.mask is None and i.dtype in REDUCED and i.dst not in self.refs:
+            self.bits[i.dst] = (i.dtype, element)
+        if i.mask is not None:
+            mask = self.ref(i.mask)
+            if self.dtypes.get(i.mask, DType.BOOL) is not DType.BOOL:
+                mask = f"fir_truth({mask})"
+            other = literal(i.other if i.other is not None else 0, i.dtype, exact=True)
+            value = f"{mask} ? {value} : {other}"  # the load runs only where the mask holds
+        self.define(i.dst, value)
+
+    def operand_dtype(self, i: Compute) -> DType:
+        """The dtype the operands of ``i`` share: the result's, except for comparisons and
+        casts, whose operands say it (an operation on literals only goes by the literal)."""
+        data = i.args[1:] if i.op == "where" else i.args
+        for a in data:
+            if isinstance(a, str):
+                return self.dtypes[a]
+        if i.op == "where" or i.dtype is not DType.BOOL and i.op != "cast":
+            return i.dtype
+        lit = data[0]
+        assert isinstance(lit, Literal)
+        return {"bool": DType.BOOL, "int": DType.I64}.get(lit.kind, DType.F32)
+
+    def compute(self, i: Compute, exit_: str) -> None:
+        dtype = self.operand_dtype(i)
+        integer = not dtype.is_float and not dtype.is_bool
+        # the interpreter makes a tensor of the operands' dtype of a leading literal (and of
+        # where's data), and hands a trailing literal to torch as a Python scalar
+        exact = i.op == "where" or isinstance(i.args[0], Literal)
+        args = []
+        for k, a in enumerate(i.args):
+            d = DType.BOOL if (i.op == "where" and k == 0) else dtype
+            text = self.operand(a, d, exact)
+            if i.op in LOGICAL and not d.is_bool:
+                text = f"fir_truth({text})"
+            args.append(text)
+        if i.op == "cast":
+            expr = CASTS[i.dtype].format(args[0])
+            if i.dtype in REDUCED and i.dst not in self.refs:
+                self.bits[i.dst] = (i.dtype, store_expr(i.dtype, f"float({args[0]})"))
+        else:
+            table = INT_OPS if integer and i.op in INT_OPS else OPS
+            expr = table[i.op].format(*args)
+        if i.op in DIVIDES and integer:
+            b = i.args[1]
+            if not (isinstance(b, Literal) and b.value not in (0, None, False)):
+                self.emit(f"if ({args[1]} == 0) " + self.fail(str(DIVISION_BY_ZERO), "0", exit_))
+        self.define(i.dst, expr)
+
+    def store(self, i: Store) -> None:
+        value = self.operand(i.value, i.dtype, exact=True)
+        if isinstance(i.value, str) and self.dtypes.get(i.value, i.dtype) != i.dtype:
+            value = CASTS[i.dtype].format(value)
+        element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+        bits = self.bits.get(i.value) if isinstance(i.value, str) else None
+        stored = bits[1] if bits is not None and bits[0] is i.dtype else store_expr(i.dtype, value)
+        self.emit(f"{element} = {stored};")
+
+    # -- accumulators
+
+    def declare(self, acc: Acc, suffix: str = "", size: str = "") -> None:
+        """The state of ``acc``: scalars initialised, or (``size``) arrays ``NAME{suffix}[size]``
+        left for the caller to initialise."""
+        for name, t, v in zip(acc.components().values(), acc.types, acc.init()):
+            self.emit(f"{t} {name}{suffix}[{size}];" if size else f"{t} {name} = {v};")
+
+    def state(self, acc: Acc) -> dict[str, str]:
+        comps = acc.components()
+        if acc.lanes is None:
+            return comps
+        return {k: f"{n}_v[{acc.lanes}]" for k, n in comps.items()}
+
+    def merge(self, acc: Acc, other: str) -> str:
+        """The statement that merges the state ``NAME{other}`` (``_v[l]``) into ``acc``'s
+        scalars."""
+        comps = acc.components()
+        theirs = {"o" + k[1:]: n + other for k, n in comps.items()}
+        return acc.spec.combine.format(**comps, **theirs)
+
+    def accumulate(self, i: Accumulate) -> None:
+        acc = self.accs[i.acc]
+        value = self.operand(i.value, i.dtype, exact=True)
+        position = self.index(i.rindex) if i.rindex is not None else "0"
+        spec = acc.spec
+        if acc.uniform is not None and spec.uniform is not None:
+            n, inv = acc.uniform
+            self.emit(spec.uniform.format(**self.state(acc), v=value, n=n, inv=inv))
+        else:
+            self.emit(spec.update.format(**self.state(acc), v=value, i=position))
+
+    def acc_result(self, i: AccResult) -> None:
+        acc = self.accs[i.acc]
+        state = self.state(acc)
+        types = dict(zip(acc.components(), accumulator_types(acc.kind, acc.dtype)))
+        for dst, dtype, pattern in zip(i.dsts, i.dtypes, acc.spec.results):
+            value = pattern.format(**state)
+            _, stands_for = types[pattern.strip("{}")]
+            if stands_for is not dtype or dtype in REDUCED:
+                value = CASTS[dtype].format(value)
+            self.define(dst, value)

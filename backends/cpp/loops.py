@@ -1,0 +1,390 @@
+"""How each loop of a kernel is written: threads, vector lanes, interchange, tiles.
+
+* Pointwise loops: all but the innermost are collapsed into one ``omp parallel for`` (with an
+  ``if`` clause, or no pragma at all, so that kernels under ``GRAIN`` element-iterations run on
+  one thread); the innermost is an ``omp simd`` loop when its stores are contiguous, with
+  everything invariant in it hoisted in front. If the plan's innermost loop stores with a
+  stride and another loop is contiguous, that one runs innermost (any order is legal for a
+  pointwise kernel). With the plan's ``tile`` hint the two loops run in square tiles, so that a
+  transposed read and the contiguous write both stay in cache.
+* Row reductions (the reduction loop walks memory in order): every pointwise loop is parallel;
+  the reduction loop runs ``LANES`` elements at a time, each lane with its own accumulator (the
+  array is a vector register to GCC), merged in order after the loop; the remainder goes to the
+  scalar accumulator. Every reduction kind vectorises this way, NaN-propagating max and argmax
+  included (an OpenMP ``reduction`` clause would merge max lanes with a max that drops NaN,
+  and has no argmax or Welford); Welford's update divides once per block instead of once per
+  element.
+* Column reductions (``x.sum(0)``: loads contiguous along the innermost pointwise loop, strided
+  along the reduction loop): interchanged. The pointwise loop runs in blocks of ``BLOCK``
+  outputs, the reduction loop outside a vectorised loop over the block; accumulators, and values
+  that cross from one phase to the next, live in per-block arrays.
+* Whole-tensor reductions (no pointwise loop): the reduction loop is split among the threads,
+  each with its own accumulators, merged in thread order (the same threads give the same bits).
+
+A failed check leaves the innermost loop's iteration (``continue``): a loop that can fail is
+never an ``omp simd`` loop, and nothing returns from inside a parallel region.
+"""
+
+from __future__ import annotations
+
+from fir.backends.plan.instructions import AccInit
+from fir.ir.types import Dim, dims_mul
+
+from .emit import Acc, Emitter
+from .nest import (
+    Item,
+    Loop,
+    can_fail,
+    chain,
+    contiguous,
+    defines,
+    has_loops,
+    hoist,
+    positive,
+    uses,
+    walk,
+    walks_columns,
+)
+from .ops import CTYPE
+
+GRAIN = 32768  # element-iterations below which a kernel runs on one thread
+LANES = 16  # accumulators of a vectorised reduction loop (one AVX-512 register of f32)
+BLOCK = 64  # outputs per block of an interchanged (column) reduction
+MAX_THREADS = 64  # per-thread states of a split whole-tensor reduction
+
+
+class KernelWriter(Emitter):
+    # -- helpers
+
+    def work(self) -> Dim:
+        p = self.plan
+        return dims_mul((p.numel, p.rnumel)) if p.reduction else p.numel
+
+    def parallel(self, loops: int, simd: bool = False) -> None:
+        """The pragma in front of ``loops`` perfectly nested loops, collapsed into one parallel
+        loop (nothing parallel below the grain)."""
+        work = self.work()
+        if isinstance(work, int) and work < GRAIN:
+            if simd:
+                self.emit("#pragma omp simd")
+            return
+        clause = "omp parallel for simd" if simd else "omp parallel for"
+        if loops > 1:
+            clause += f" collapse({loops})"
+        if not isinstance(work, int):
+            clause += f" if({self.dim(work)} >= {GRAIN})"
+        self.emit("#pragma " + clause)
+
+    def may_fail(self, items: list[Item]) -> bool:
+        return any(can_fail(i, self.int_values) for i in walk(items))
+
+    def simd_ok(self, items: list[Item], var: str) -> bool:
+        return not self.may_fail(items) and contiguous(items, var)
+
+    def body(self, items: list[Item], exit_: str = "continue;") -> None:
+        for it in items:
+            assert not isinstance(it, Loop)
+            self.instr(it, exit_)
+
+    def hoisted(self, lp: Loop, exit_: str, per_lane: set[str] | None = None) -> list[Item]:
+        """Emit what loop ``lp`` computes the same in every iteration; return the rest. Only
+        from a loop that runs at least once: a check must not fire for an empty loop."""
+        if not positive(lp.size):
+            return lp.body
+        early, rest = hoist(lp.body, lp.var, per_lane or set())
+        for i in early:
+            self.instr(i, exit_)
+        return rest
+
+    # -- the kernel body
+
+    def kernel_body(self, items: list[Item]) -> None:
+        if items and isinstance(items[0], Loop) and not items[0].reduction:
+            for it in items:
+                assert isinstance(it, Loop), "the planner puts everything inside the loops"
+                self.pointwise_nest(it)
+            return
+        self.open()
+        self.phases(items, "goto fir_done;", split=True)
+        self.close()
+
+    def pointwise_nest(self, top: Loop) -> None:
+        loops = chain(top)
+        inner = loops[-1]
+        if has_loops(inner.body):  # reduction phases inside
+            if self.column_reduction(loops):
+                return
+            self.parallel(len(loops))
+            for lp in loops:
+                self.for_(lp.var, self.dim(lp.size))
+            self.phases(inner.body, "continue;")
+            self.close(len(loops))
+            return
+        loops = self.contiguous_last(loops)
+        inner = loops[-1]
+        if self.tiled(loops):
+            return
+        if len(loops) == 1:
+            self.parallel(1, simd=self.simd_ok(inner.body, inner.var))
+            self.for_(inner.var, self.dim(inner.size))
+            self.body(inner.body)
+            self.close()
+            return
+        self.parallel(len(loops) - 1)
+        for lp in loops[:-1]:
+            self.for_(lp.var, self.dim(lp.size))
+        self.innermost(inner, "continue;")
+        self.close(len(loops) - 1)
+
+    def contiguous_last(self, loops: list[Loop]) -> list[Loop]:
+        """The pointwise loops with one whose stores are contiguous innermost, if the plan's
+        innermost is not (any order is legal for a pointwise kernel); the body moves with it."""
+        body = loops[-1].body
+        if contiguous(body, loops[-1].var):
+            return loops
+        for lp in reversed(loops[:-1]):
+            if contiguous(body, lp.var):
+                others = [Loop(x.var, x.size, False) for x in loops if x is not lp]
+                return others + [Loop(lp.var, lp.size, False, body)]
+        return loops
+
+    def innermost(self, lp: Loop, exit_: str) -> None:
+        """A loop with no loops inside: invariants first, then the loop, vectorised when it
+        can be."""
+        rest = self.hoisted(lp, exit_)
+        if self.simd_ok(rest, lp.var):
+            self.emit("#pragma omp simd")
+        self.for_(lp.var, self.dim(lp.size))
+        self.body(rest)
+        self.close()
+
+    def tiled(self, loops: list[Loop]) -> bool:
+        """Square tiles over the plan's ``tile`` pair (one of them the innermost loop): the pair
+        moves innermost (a pointwise kernel's loops may run in any order); the other loops and
+        the two tile loops are collapsed into the parallel loop."""
+        tile = self.plan.tile
+        b = loops[-1]
+        if tile is None or b.var not in tile:
+            return False
+        other = tile[0] if b.var == tile[1] else tile[1]
+        a = next((lp for lp in loops[:-1] if lp.var == other), None)
+        side = max(16, 64 // min((x.dtype.itemsize for x in self.plan.args), default=4))
+        if a is None or any(isinstance(lp.size, int) and lp.size < 2 * side for lp in (a, b)):
+            return False
+        others = [lp for lp in loops if lp is not a and lp is not b]
+        self.parallel(len(others) + 2)
+        for lp in others:
+            self.for_(lp.var, self.dim(lp.size))
+        ab, bb = self.block(a.var), self.block(b.var)
+        self.for_(a.var, self.dim(a.size), step=side, name=ab)
+        self.for_(b.var, self.dim(b.size), step=side, name=bb)
+        self.for_(a.var, f"fir_imin({ab} + {side}, {self.dim(a.size)})", start=ab)
+        rest = self.hoisted(b, "continue;")
+        if self.simd_ok(rest, b.var):
+            self.emit("#pragma omp simd")
+        self.for_(b.var, f"fir_imin({bb} + {side}, {self.dim(b.size)})", start=bb)
+        self.body(rest)
+        self.close(4 + len(others))
+        return True
+
+    # -- row reductions
+
+    def phases(self, items: list[Item], exit_: str, split: bool = False) -> None:
+        """Once-per-output work and reduction loops, in order: the body of the pointwise
+        loops, or the kernel's (``split``: no pointwise loop, so a reduction loop is split
+        among the threads)."""
+        pending: list[AccInit] = []
+        for it in items:
+            if isinstance(it, AccInit):
+                pending.append(it)
+            elif isinstance(it, Loop):
+                accs = [self.accs[a.acc] for a in pending]
+                for acc in accs:
+                    self.declare(acc)
+                if split and accs and not self.may_fail(it.body):
+                    self.split_reduction(it, accs, exit_)
+                else:
+                    self.reduction_loop(it, accs, exit_)
+                pending = []
+            else:
+                for a in pending:  # a reduction over no loop (squeezed size-1 loops)
+                    self.declare(self.accs[a.acc])
+                pending = []
+                self.instr(it, exit_)
+
+    def reduction_loop(
+        self, top: Loop, accs: list[Acc], exit_: str, lo: str = "0", hi: str = ""
+    ) -> None:
+        """Loop ``top`` (with the reduction loops nested in it) updating ``accs``, whose scalar
+        state is declared; ``lo``/``hi`` bound the outermost loop."""
+        loops = chain(top)
+        bounds = [(lo, hi or self.dim(top.size))] + [("0", self.dim(lp.size)) for lp in loops[1:]]
+        for lp, (start, stop) in zip(loops[:-1], bounds):
+            self.for_(lp.var, stop, start=start)
+        inner_exit = "continue;" if len(loops) > 1 else exit_
+        start, stop = bounds[len(loops) - 1]
+        if accs:
+            self.lanes(loops[-1], accs, inner_exit, start, stop)
+        else:
+            self.innermost(loops[-1], inner_exit)
+        self.close(len(loops) - 1)
+
+    def lanes(self, lp: Loop, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
+        """The innermost reduction loop, ``LANES`` elements at a time, one state per lane; the
+        remainder updates the scalar state, which then merges the lanes in order."""
+        rest = self.hoisted(lp, exit_)
+        static = isinstance(lp.size, int) and start == "0"
+        if (static and lp.size < LANES) or not self.simd_ok(rest, lp.var):
+            self.for_(lp.var, stop, start=start)
+            self.body(rest)
+            self.close()
+            return
+        v, vb, lane = self.names("var", lp.var), self.block(lp.var), "l"
+        self.open()
+        for acc in accs:
+            self.declare(acc, "_v", str(LANES))
+            init = " ".join(
+                f"{n}_v[l] = {x};" for n, x in zip(acc.components().values(), acc.init())
+            )
+            self.emit(f"for (int64_t l = 0; l < {LANES}; ++l) {{ {init} }}")
+        uniform = [a for a in accs if a.spec.uniform is not None]
+        for acc in uniform:
+            self.emit(f"{acc.types[-1]} {acc.name}_cnt = 0;  // elements in every lane")
+        self.emit(f"int64_t {vb} = {start};")
+        self.open(f"for (; {vb} + {LANES} <= {stop}; {vb} += {LANES})")
+        for acc in uniform:
+            t = acc.types[-1]
+            self.emit(f"{acc.name}_cnt = {acc.name}_cnt + 1;")
+            self.emit(f"const {t} {acc.name}_inv = {t}(1) / {acc.name}_cnt;")
+            acc.uniform = (f"{acc.name}_cnt", f"{acc.name}_inv")
+        self.emit("#pragma omp simd")
+        self.for_("", str(LANES), name=lane)
+        self.emit(f"const int64_t {v} = {vb} + {lane};")
+        for acc in accs:
+            acc.lanes = lane
+        self.body(rest)
+        for acc in accs:
+            acc.lanes = acc.uniform = None
+        self.close(2)
+        if not (static and isinstance(lp.size, int) and lp.size % LANES == 0):
+            self.for_(lp.var, stop, start=vb)
+            self.body(rest)
+            self.close()
+        for acc in uniform:
+            count = list(acc.components().values())[-1]
+            self.emit(f"for (int64_t l = 0; l < {LANES}; ++l) {count}_v[l] = {acc.name}_cnt;")
+        for acc in accs:
+            self.emit(f"for (int64_t l = 0; l < {LANES}; ++l) {self.merge(acc, '_v[l]')}")
+        self.close()
+
+    def split_reduction(self, top: Loop, accs: list[Acc], exit_: str) -> None:
+        """A reduction of the whole tensor: the outermost reduction loop is cut into one range
+        per thread; each thread accumulates into its own state (the same names, shadowing),
+        saved per thread and merged in thread order after the region."""
+        work = self.work()
+        if isinstance(work, int) and work < GRAIN:
+            self.reduction_loop(top, accs, exit_)
+            return
+        self.open()
+        threads = f"fir_imin(omp_get_max_threads(), {MAX_THREADS})"
+        if not isinstance(work, int):
+            threads = f"{self.dim(work)} >= {GRAIN} ? {threads} : 1"
+        self.emit(f"const int64_t fir_nt = {threads};")
+        self.emit("int64_t fir_nused = 1;")
+        for acc in accs:
+            self.declare(acc, "_t", str(MAX_THREADS))
+        self.emit("#pragma omp parallel num_threads(fir_nt)")
+        self.open()
+        size = self.dim(top.size)
+        self.emit("const int64_t fir_t = omp_get_thread_num(), fir_nts = omp_get_num_threads();")
+        self.emit(f"const int64_t fir_lo = {size} * fir_t / fir_nts;")
+        self.emit(f"const int64_t fir_hi = {size} * (fir_t + 1) / fir_nts;")
+        for acc in accs:
+            self.declare(acc)
+        self.reduction_loop(top, accs, "continue;", "fir_lo", "fir_hi")
+        for acc in accs:
+            for name in acc.components().values():
+                self.emit(f"{name}_t[fir_t] = {name};")
+        self.emit("if (fir_t == 0) fir_nused = fir_nts;")
+        self.close()
+        for acc in accs:
+            self.emit(
+                f"for (int64_t fir_t = 0; fir_t < fir_nused; ++fir_t) {self.merge(acc, '_t[fir_t]')}"
+            )
+        self.close()
+
+    # -- column reductions
+
+    def column_reduction(self, loops: list[Loop]) -> bool:
+        """Interchange when the reduction phases walk memory along the innermost pointwise
+        loop: blocks of ``BLOCK`` outputs, the reduction loops outside, the block inside."""
+        inner = loops[-1]
+        reductions = [it for it in inner.body if isinstance(it, Loop)]
+        if isinstance(inner.size, int) and inner.size < 8:
+            return False
+        if not walks_columns(inner.var, reductions):
+            return False
+        self.parallel(len(loops))
+        for lp in loops[:-1]:
+            self.for_(lp.var, self.dim(lp.size))
+        xb = self.block(inner.var)
+        self.for_(inner.var, self.dim(inner.size), step=BLOCK, name=xb)
+        self.emit(f"const int64_t fir_n = fir_imin({BLOCK}, {self.dim(inner.size)} - {xb});")
+        self.column_block(inner)
+        self.close(len(loops))
+        return True
+
+    def column_block(self, inner: Loop) -> None:
+        segments: list[list[Item]] = []
+        for it in inner.body:
+            if isinstance(it, Loop) or not segments or isinstance(segments[-1][-1], Loop):
+                segments.append([it])
+            else:
+                segments[-1].append(it)
+        # values made once per output and read in a later segment live in per-block arrays
+        made: dict[str, int] = {}
+        crossing: set[str] = set()
+        for k, seg in enumerate(segments):
+            for i in walk(seg):
+                crossing |= {u for u in uses(i) if u in made and made[u] != k}
+                if not isinstance(seg[0], Loop):
+                    made.update((d, k) for d in defines(i))
+        for name in sorted(crossing):
+            self.emit(f"{CTYPE[self.dtypes[name]]} {self.ref(name)}[{BLOCK}];")
+            self.refs[name] = f"{self.ref(name)}[l]"
+        accs = [self.accs[i.acc] for i in walk(inner.body) if isinstance(i, AccInit)]
+        for acc in accs:
+            self.declare(acc, "_v", str(BLOCK))
+            acc.lanes = "l"
+        for seg in segments:
+            if isinstance(seg[0], Loop):
+                loops = chain(seg[0])
+                for lp in loops:
+                    self.for_(lp.var, self.dim(lp.size))
+                rest = self.hoisted(
+                    Loop(inner.var, inner.size, False, loops[-1].body), "continue;", set(made)
+                )
+                self.block_loop(inner.var, rest)
+                self.close(len(loops))
+            else:
+                self.block_loop(inner.var, seg)
+        for acc in accs:
+            acc.lanes = None
+        for name in crossing:
+            del self.refs[name]
+
+    def block_loop(self, var: str, items: list[Item]) -> None:
+        """``for l < fir_n`` over the block of pointwise loop ``var``."""
+        if self.simd_ok(items, var):
+            self.emit("#pragma omp simd")
+        self.for_("", "fir_n", name="l")
+        if any(var in uses(i) for i in walk(items)):
+            self.emit(f"const int64_t {self.names('var', var)} = {self.block(var)} + l;")
+        for it in items:
+            if isinstance(it, AccInit):
+                acc = self.accs[it.acc]
+                for name, x in zip(acc.components().values(), acc.init()):
+                    self.emit(f"{name}_v[l] = {x};")
+            else:
+                self.instr(it, "continue;")  # type: ignore[arg-type]
+        self.close()

@@ -1,0 +1,264 @@
+"""FIR's C++ back end against eager PyTorch and Inductor on the CPU, in one process and one run.
+
+    python benchmarks/bench_cpu.py                # the table, written to docs/benchmarks/cpu.md
+    python benchmarks/bench_cpu.py --quick        # fewer repetitions, no cold compiles, no doc
+
+Each program runs with eager PyTorch, Inductor (``torch.compile``, default mode) and FIR
+(``torch.compile(backend="fir")``: the ``fusion`` pipeline and the C++ back end). Calls are
+interleaved (eager, Inductor, FIR, eager, …) so that the machine's noise hits every column alike;
+the figure is the median. Every result is checked against eager. Also reported:
+
+* GB/s: the unique bytes the program reads and writes (inputs and outputs once) per second;
+* kernels: FIR's (fused groups and loop nodes in none) and Inductor's
+  (``torch._inductor.metrics.generated_kernel_count``);
+* cold compile: the first call of a fresh process with empty caches (FIR's and Inductor's),
+  minus the same process's eager call, for each compiler.
+
+Tensors are 4096x2048 f32 (32 MB, memory-bound on this machine) unless said otherwise, and one
+tiny program shows the per-call overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks" / "cpu.md"
+R, C = 4096, 2048
+
+
+def _deep_chain(x: torch.Tensor) -> torch.Tensor:
+    """200 ops: 40 times sin(x) * 1.01 + 0.1 (3 ops), then relu(x) - 0.05 (2 ops)."""
+    for _ in range(40):
+        x = torch.sin(x) * 1.01 + 0.1
+        x = torch.relu(x) - 0.05
+    return x
+
+
+def _bn_relu_residual(x, mean, var, w, b, res):  # type: ignore[no-untyped-def]
+    return torch.relu(F.batch_norm(x, mean, var, w, b, training=False) + res)
+
+
+def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def programs() -> dict[str, tuple[Callable[..., Any], Callable[[], list[torch.Tensor]]]]:
+    g = torch.Generator().manual_seed(0)
+
+    def rn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g)
+
+    return {
+        "pointwise_chain": (
+            lambda x: (((x + 1) * 2).relu() * 0.5).to(torch.float16),
+            lambda: [rn(R, C)],
+        ),
+        "bias_gelu": (lambda x, b: F.gelu(x + b, approximate="tanh"), lambda: [rn(R, C), rn(C)]),
+        "softmax": (lambda x: torch.softmax(x, -1), lambda: [rn(R, C)]),
+        "layer_norm": (
+            lambda x, w, b: F.layer_norm(x, (C,), w, b),
+            lambda: [rn(R, C), rn(C), rn(C)],
+        ),
+        "rms_norm": (_rms_norm, lambda: [rn(R, C), rn(C)]),
+        "residual_rms_norm": (
+            lambda x, r, w: (lambda h: (h, _rms_norm(h, w)))(x + r),
+            lambda: [rn(R, C), rn(R, C), rn(C)],
+        ),
+        "transpose_add": (lambda x, y: x + y.t(), lambda: [rn(2896, 2896), rn(2896, 2896)]),
+        "sum_dim0": (lambda x: x.sum(0), lambda: [rn(R, C)]),
+        "bn_relu_residual": (
+            _bn_relu_residual,
+            lambda: [
+                rn(32, 64, 64, 64),
+                rn(64),
+                rn(64).abs() + 0.5,
+                rn(64),
+                rn(64),
+                rn(32, 64, 64, 64),
+            ],
+        ),
+        "cross_entropy": (
+            lambda logits, t: F.cross_entropy(logits, t),
+            lambda: [rn(1024, 8192), torch.randint(0, 8192, (1024,), generator=g)],
+        ),
+        "mlp_epilogue": (
+            lambda x, w, b: torch.relu(x @ w + b),
+            lambda: [rn(1024, 1024), rn(1024, 2048), rn(2048)],
+        ),
+        "attn_softmax": (
+            lambda s, mask: torch.softmax(s * 0.125 + mask, -1),
+            lambda: [rn(8, 16, 256, 256), rn(1, 1, 256, 256)],
+        ),
+        "deep_chain": (_deep_chain, lambda: [rn(R, C)]),
+        "tiny (overhead)": (lambda x: x * 2 + 1, lambda: [rn(8)]),
+    }
+
+
+def _bytes(args: list[torch.Tensor], out: Any) -> int:
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return sum(t.numel() * t.element_size() for t in list(args) + outs)
+
+
+def _time(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _check(got: Any, want: Any) -> None:
+    gots = list(got) if isinstance(got, (tuple, list)) else [got]
+    wants = list(want) if isinstance(want, (tuple, list)) else [want]
+    for a, b in zip(gots, wants):
+        tol = 1e-2 if b.dtype in (torch.float16, torch.bfloat16) else 2e-3
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def measure(name: str, repeat: int) -> dict[str, Any]:
+    from fir.frontend.backend import COMPILED
+    from torch._inductor import metrics
+
+    fn, make = programs()[name]
+    args = make()
+    with torch.no_grad():
+        want = fn(*args)
+        torch._dynamo.reset()
+        metrics.reset()
+        inductor = torch.compile(fn)
+        _check(inductor(*args), want)
+        inductor_kernels = metrics.generated_kernel_count
+        start = len(COMPILED)
+        fir = torch.compile(fn, backend="fir")
+        _check(fir(*args), want)
+        from fir.ir.kernels import kernel_count
+
+        fir_kernels = sum(kernel_count(g.module.funcs[0]) for g in COMPILED[start:])
+        fir_compiled = all(g.program is not None for g in COMPILED[start:])
+        times: dict[str, list[float]] = {"eager": [], "inductor": [], "fir": []}
+        for _ in range(2):  # warm-up
+            fn(*args), inductor(*args), fir(*args)
+        for _ in range(repeat):
+            times["eager"].append(_time(lambda: fn(*args)))
+            times["inductor"].append(_time(lambda: inductor(*args)))
+            times["fir"].append(_time(lambda: fir(*args)))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "name": name,
+        "eager": med["eager"],
+        "inductor": med["inductor"],
+        "fir": med["fir"],
+        "bytes": _bytes(args, want),
+        "fir_kernels": fir_kernels,
+        "inductor_kernels": inductor_kernels,
+        "fir_compiled": fir_compiled,
+    }
+
+
+COLD = """
+import json, os, sys, time, torch
+sys.path.insert(0, {bench!r})
+import bench_cpu
+fn, make = bench_cpu.programs()[{name!r}]
+args = make()
+with torch.no_grad():
+    t = time.perf_counter(); fn(*args); eager = time.perf_counter() - t
+    f = torch.compile(fn, backend={backend!r}) if {backend!r} != "inductor" else torch.compile(fn)
+    t = time.perf_counter(); f(*args); first = time.perf_counter() - t
+print(json.dumps(first - eager))
+"""
+
+
+def cold_compile(name: str, backend: str) -> float:
+    """First call of a fresh process with empty caches, less the eager call's time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, FIR_CACHE_DIR=f"{tmp}/fir", TORCHINDUCTOR_CACHE_DIR=f"{tmp}/ind")
+        code = COLD.format(bench=str(ROOT / "benchmarks"), name=name, backend=backend)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, float]]) -> str:
+    head = (
+        "| program | eager | Inductor | FIR | FIR / Inductor | FIR GB/s | Inductor GB/s | kernels "
+        "FIR / Inductor | cold compile FIR / Inductor |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        gb = r["bytes"] / 1e9
+        cold_text = (
+            f"{cold[r['name']][0]:.2f} s / {cold[r['name']][1]:.2f} s" if r["name"] in cold else ""
+        )
+        flag = "" if r["fir_compiled"] else " (not compiled)"
+        lines.append(
+            f"| {r['name']}{flag} | {r['eager'] * 1e3:.3f} ms | {r['inductor'] * 1e3:.3f} ms | "
+            f"{r['fir'] * 1e3:.3f} ms | {r['fir'] / r['inductor']:.2f} | {gb / r['fir']:.1f} | "
+            f"{gb / r['inductor']:.1f} | {r['fir_kernels']} / {r['inductor_kernels']} | "
+            f"{cold_text} |"
+        )
+    big = [r for r in rows if not r["name"].startswith("tiny")]
+    geo = math.exp(statistics.mean(math.log(r["fir"] / r["inductor"]) for r in big))
+    lines.append("")
+    lines.append(f"Geometric mean of FIR / Inductor over the {len(big)} large programs: {geo:.2f}.")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    names = args.only or list(programs())
+    repeat = 5 if args.quick else args.repeat
+    rows = []
+    for name in names:
+        rows.append(measure(name, repeat))
+        r = rows[-1]
+        print(
+            f"{name}: eager {r['eager'] * 1e3:.2f} ms, inductor {r['inductor'] * 1e3:.2f} ms, "
+            f"fir {r['fir'] * 1e3:.2f} ms",
+            file=sys.stderr,
+        )
+    cold: dict[str, tuple[float, float]] = {}
+    if not args.quick:
+        for name in names:
+            cold[name] = (cold_compile(name, "fir"), cold_compile(name, "inductor"))
+            print(
+                f"{name}: cold compile fir {cold[name][0]:.2f} s, inductor {cold[name][1]:.2f} s",
+                file=sys.stderr,
+            )
+    text = table(rows, cold)
+    print(text)
+    if args.quick or args.only:
+        return
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
+    DOC.write_text(
+        "# CPU: FIR's C++ back end against eager PyTorch and Inductor\n\n"
+        f"Generated by `python benchmarks/bench_cpu.py` on {machine}: median of {repeat} "
+        "interleaved calls per program, every result checked against eager.\n\n" + text + "\n"
+    )
+    print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
