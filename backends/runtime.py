@@ -90,6 +90,7 @@ class CompiledProgram:
                 from fir.ir.interpreter import resolve_callee
 
                 self.extern_fns[k] = resolve_callee(step.node.callee)
+        self.fast = self._fast_plan()
 
     # -- set-up
 
@@ -104,9 +105,104 @@ class CompiledProgram:
             names = [a.name for a in step.plan.args if a.written]
         return {self.plan.buffers[n].storage for n in names if n in self.plan.buffers}
 
+        self.fast = self._fast_plan()
+
+    def _fast_plan(self) -> dict[str, Any] | None:
+        """What a call of a program with no size symbols and no extern call needs, resolved once:
+        the per-call work is then a few checks, the allocations and the kernel calls (the
+        general path below handles everything else, and every input this one does not take)."""
+        plan = self.plan
+        if not self.static or any(isinstance(s, ExternStep) for s in plan.steps):
+            return None
+        if any(b.type.normalized().layout is not None for b in plan.inputs):
+            return None
+        inputs = [(b.type.dtype.to_torch(), tuple(b.type.shape), b.storage) for b in plan.inputs]
+        storages = 1 + max((b.storage for b in plan.buffers.values()), default=0)
+        # a storage that holds just one returned buffer, laid out contiguously, is allocated in
+        # that buffer's shape and returned as it is
+        shaped: dict[int, tuple[int, ...]] = {}
+        for name in plan.outputs:
+            b = plan.buffers[name]
+            sharing = [x for x in plan.buffers.values() if x.storage == b.storage]
+            if (
+                not b.argument
+                and b.alias_of is None
+                and len(sharing) == 1
+                and b.type.normalized().layout is None
+            ):
+                shaped[b.storage] = tuple(int(d) for d in b.type.shape)
+        steps = []
+        for k, step in enumerate(plan.steps):
+            if not isinstance(step, KernelStep):
+                continue
+            sizes = []
+            for s in self.writes[k]:
+                elements, dtype = self._storage_size(s)
+                sizes.append((s, shaped.get(s, (elements,)), elements, dtype))
+            args = [plan.buffers[a.name].storage for a in step.plan.args]
+            steps.append((k, step.plan.name, sizes, args, self.drops.get(k, ())))
+        outputs = []
+        for name in plan.outputs:
+            b = plan.buffers[name]
+            if b.argument:
+                outputs.append((True, [i.name for i in plan.inputs].index(name), None))
+                continue
+            t = b.type
+            layout = None if b.storage in shaped else (list(t.shape), list(t.strides), t.offset)
+            outputs.append((False, b.storage, layout))
+        return {"inputs": inputs, "storages": storages, "steps": steps, "outputs": outputs}
+
+    def _storage_size(self, number: int) -> tuple[int, torch.dtype]:
+        elements = max(int(self.plan.storages[number].elements), 1)
+        return elements, _dtype_of_storage(self.plan, number)
+
+    def _call_fast(self, fast: dict[str, Any], inputs: Sequence[torch.Tensor]) -> Any:
+        storages: list[Any] = [None] * fast["storages"]
+        for (dtype, shape, number), x in zip(fast["inputs"], inputs):
+            if x.dtype != dtype or x.shape != shape or not x.is_contiguous() or x.is_cuda:
+                return None  # the general path checks it, copies it or says what is wrong
+            storages[number] = x
+        call = self.kernels.call
+        for _, name, sizes, args, drops in fast["steps"]:
+            for number, shape, elements, dtype in sizes:
+                if storages[number] is None:
+                    storages[number] = allocate(elements, dtype, shape)
+            code, value = call(name, [storages[s].data_ptr() for s in args], ())
+            if code:
+                self._raise(name, code, value)
+            for number in drops:
+                storages[number] = None
+        out = []
+        for is_input, where, layout in fast["outputs"]:
+            if is_input:
+                out.append(inputs[where])
+            elif layout is None:
+                out.append(storages[where])
+            else:
+                shape, strides, offset = layout
+                out.append(torch.as_strided(storages[where], shape, strides, offset))
+        return out
+
+    def _raise(self, kernel: str, code: int, value: int) -> None:
+        if code == DIVISION_BY_ZERO:
+            k = next(
+                s.plan
+                for s in self.plan.steps
+                if isinstance(s, KernelStep) and s.plan.name == kernel
+            )
+            raise KernelZeroDivisionError(
+                f"kernel {kernel}: integer division by zero ({', '.join(k.members)})"
+            )
+        what = self.plan.errors.get(code, f"kernel {kernel}")
+        raise KernelIndexError(f"{what}: the index is {value}")
+
     # -- a call
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        if self.fast is not None and self.step_times is None and len(inputs) == len(self.inputs):
+            out = self._call_fast(self.fast, inputs)
+            if out is not None:
+                return out
         sizes = self._bind(inputs)
         run = _Call(self, sizes)
         for b, x in zip(self.plan.inputs, inputs):
@@ -269,12 +365,7 @@ class _Call:
             sizes = self.size_args[plan.name] = [self.sizes[s] for s in plan.sizes]
         code, value = self.p.kernels.call(plan.name, pointers, sizes)
         if code:
-            if code == DIVISION_BY_ZERO:
-                raise KernelZeroDivisionError(
-                    f"kernel {plan.name}: integer division by zero ({', '.join(plan.members)})"
-                )
-            what = self.plan.errors.get(code) or plan.errors.get(code, f"kernel {plan.name}")
-            raise KernelIndexError(f"{what}: the index is {value}")
+            self.p._raise(plan.name, code, value)
 
     def extern(self, k: int, step: ExternStep) -> None:
         node = step.node
@@ -297,7 +388,10 @@ class _Call:
                 return decode_torch_object(v)
             return v
 
-        out = fn(*[conv(a) for a in node.args], **{key: conv(v) for key, v in node.kwargs.items()})
+        with torch.no_grad():  # an inference program: nothing to record for autograd
+            out = fn(
+                *[conv(a) for a in node.args], **{key: conv(v) for key, v in node.kwargs.items()}
+            )
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         for r, t in zip(node.results, outs):
             b = self.plan.buffers.get(r.name)
@@ -349,21 +443,27 @@ HUGE_PAGE = 2 << 20
 LARGE_BUFFER = 32 << 20
 
 
-def allocate(elements: int, dtype: torch.dtype) -> torch.Tensor:
-    """A flat tensor of ``elements`` uninitialised elements of ``dtype``."""
-    itemsize = torch.empty(0, dtype=dtype).element_size()
+_ITEMSIZE = {d: torch.empty(0, dtype=d).element_size() for d in (torch.float32, torch.float64)}
+
+
+def allocate(
+    elements: int, dtype: torch.dtype, shape: tuple[int, ...] | None = None
+) -> torch.Tensor:
+    """``elements`` uninitialised elements of ``dtype``, flat or in ``shape``."""
+    itemsize = _ITEMSIZE.get(dtype) or torch.empty(0, dtype=dtype).element_size()
     nbytes = elements * itemsize
     if nbytes < LARGE_BUFFER or not hasattr(mmap, "MADV_HUGEPAGE"):
-        return torch.empty(elements, dtype=dtype)
+        return torch.empty(shape if shape is not None else elements, dtype=dtype)
     try:
         m = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         m.madvise(mmap.MADV_HUGEPAGE)
     except (OSError, ValueError):
-        return torch.empty(elements, dtype=dtype)
+        return torch.empty(shape if shape is not None else elements, dtype=dtype)
     start = torch.frombuffer(m, dtype=torch.uint8, count=1).data_ptr()
     offset = (-start) % HUGE_PAGE
     # the tensor keeps the mapping alive; it is unmapped when the last view of it goes
-    return torch.frombuffer(m, dtype=dtype, offset=offset, count=elements)
+    flat = torch.frombuffer(m, dtype=dtype, offset=offset, count=elements)
+    return flat.view(shape) if shape is not None else flat
 
 
 def _scatter(

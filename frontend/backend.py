@@ -77,11 +77,11 @@ class CompiledGraph:
     program: Any = None  # the compiled program (a code generator's), None for the interpreter
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        with torch.no_grad():
-            if self.program is not None:
-                return self.program(*inputs, *self.constants)
-            from fir.ir.interpreter import run_graph
+        if self.program is not None:  # kernels write memory; extern calls run under no_grad
+            return self.program(*inputs, *self.constants)
+        from fir.ir.interpreter import run_graph
 
+        with torch.no_grad():
             return run_graph(self.module.funcs[0], [*inputs, *self.constants])
 
 

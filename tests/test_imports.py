@@ -177,7 +177,9 @@ def test_the_walk_sees_every_package() -> None:
     edges = import_edges(modules)
     # a sanity check that the walk is not vacuous: it sees the passes' imports of the IR
     assert len(modules) > 60
-    assert any(e.source == "fir.passes.fusion.fuse" and e.target.startswith("fir.ir") for e in edges)
+    assert any(
+        e.source == "fir.passes.fusion.fuse" and e.target.startswith("fir.ir") for e in edges
+    )
     assert any(e.source.startswith("fir.tools") for e in edges)
 
 

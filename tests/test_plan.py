@@ -257,3 +257,27 @@ def test_fir_translate_prints_plans() -> None:
     bad = subprocess.run(["fir-translate", path], capture_output=True, text=True)
     assert bad.returncode == 1 and "run the 'fusion' pipeline" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_the_fast_call_path_returns_what_the_general_one_does() -> None:
+    """A static program takes a shortcut per call; its outputs must match the general path's:
+    0-d results, results laid out as views, and inputs returned as they are."""
+    text = """func @f(%x: f32[4, 8]) -> (f32[], f32[8, 4], f32[4, 8]) {
+  %s = sum %x {dims = [0, 1]} : f32[]
+  %e = exp %x : f32[4, 8]
+  %t = permute %e {dims = [1, 0]} : f32[8, 4]
+  return %s, %t, %x
+}"""
+    m = parse_pipeline("fusion").run(parse_module(text))
+    prog = compile_plan(m)
+    assert prog.fast is not None
+    x = torch.randn(4, 8)
+    fast = prog(x)
+    prog.step_times = []  # timing takes the general path
+    general = prog(x)
+    want = run_graph(parse_module(text).funcs[0], [x])
+    for a, b, w in zip(fast, general, want):
+        assert a.shape == b.shape == w.shape
+        assert a.stride() == b.stride()
+        torch.testing.assert_close(a, w)
+    assert fast[2] is x
