@@ -602,3 +602,47 @@ def test_tensors_on_a_device_fir_has_no_back_end_for_run_with_pytorch() -> None:
         y = f(x)
     assert y.device.type == "meta" and y.shape == (4,)
     assert COMPILED and COMPILED[-1].module.funcs[0].kernels is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# The C++ back end under torch.compile: symbolic sizes, a machine without a compiler
+
+
+def test_a_graph_with_symbolic_sizes_compiles_once_and_runs_for_every_size() -> None:
+    # torch.compile(dynamic=True) importing SymInt inputs is issue 14; a graph exported with a
+    # dynamic batch is symbolic FIR today, and one C++ build runs it for every batch size
+    from fir.backends.compile import compile_function
+    from fir.frontend.backend import export_and_import
+    from fir.passes.pipeline import parse_pipeline
+
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    w = torch.randn(16)
+    module, _, constants, lifted = export_and_import(f, [torch.randn(4, 16), w], dynamic_batch=True)
+    module = parse_pipeline("fusion").run(module)
+    assert "f32[s" in print_module(module)  # a symbolic batch
+    program = compile_function(module.funcs[0], "cpp")
+    assert not program.static
+    for rows in (2, 5, 17, 64):
+        x = torch.randn(rows, 16)
+        (got,) = program(*lifted, x, w, *constants)
+        torch.testing.assert_close(got, f(x, w))
+
+
+def test_no_cxx_compiler_runs_the_graph_with_pytorch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
+    monkeypatch.setenv("FIR_CACHE_DIR", str(tmp_path / "cache"))
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x * 3, -1)
+
+    x = torch.randn(4, 8)
+    with pytest.warns(UserWarning, match="running this graph with PyTorch: .*no-such-c\\+\\+"):
+        got = compile_fir(f)(x)
+    torch.testing.assert_close(got, f(x))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="no-such-c\\+\\+"):
+        compile_fir(f, fallback=False)(x)
