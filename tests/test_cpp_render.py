@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import platform
 from pathlib import Path
 
 import pytest
@@ -852,3 +853,232 @@ def test_literals() -> None:
     assert literal(Literal(True), DType.BOOL) == "true"
     assert literal(Literal(0.1), DType.F16, exact=True) == "0.099975586f"  # rounded to f16
     assert literal(Literal(None), DType.F32) == "0.0f"
+
+
+# ---------------------------------------------------------------------------------------------
+# f16 in blocks: the contiguous f16 loads and stores of a vectorised loop convert 16 at a time
+# with one F16C instruction (:meth:`KernelWriter.f16_blocked`), bit for bit as torch converts
+
+
+def _all_halves() -> torch.Tensor:
+    """Every f16 bit pattern, in order: zeros, subnormals, normals, infinities, NaNs (quiet
+    and signalling, with payloads), both signs."""
+    return torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.float16)
+
+
+def _edge_floats() -> torch.Tensor:
+    """f32 values where rounding to f16 is decided: every f16 value and its f32 neighbours, the
+    midpoints between neighbouring f16 values (ties to even) and theirs, the overflow and
+    underflow thresholds, f32 subnormals, infinities and NaNs with payloads; both signs."""
+    halves = _all_halves()
+    finite = halves[torch.isfinite(halves)].to(torch.float32)
+    bits = [finite.view(torch.int32).to(torch.int64) + d for d in (-2, -1, 0, 1, 2)]
+    positive = halves[:0x7C00].to(torch.float64)
+    mids = ((positive[:-1] + positive[1:]) / 2).to(torch.float32).view(torch.int32)
+    bits += [mids.to(torch.int64) + d for d in (-1, 0, 1)]
+    special = [0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0x7FBFFFFF, 0x7F812345]
+    special += [0x00000001, 0x007FFFFF, 0x00800000, 0x477FE000, 0x477FEFFF, 0x477FF000]
+    special += [0x477FF001, 0x47800000, 0x7F7FFFFF, 0x33000000, 0x33000001, 0x32FFFFFF]
+    bits.append(torch.tensor(special, dtype=torch.int64))
+    u = torch.cat(bits) & 0x7FFFFFFF
+    u = torch.cat([u, u | 0x80000000])
+    n = u.numel() // 64 * 64  # torch converts a multiple of its vector length alike
+    return (u[:n] - ((u[:n] >> 31) << 32)).to(torch.int32).view(torch.float32)
+
+
+def _kernels(source: str) -> str:
+    """The kernels of a translation unit, without the prelude."""
+    return source[source.index("\n// kernel ") :]
+
+
+def _run(text: str, inputs: list[torch.Tensor]) -> tuple[list[torch.Tensor], str]:
+    """The outputs of ``text`` compiled and run, and its kernels' C++."""
+    [(plan, kernels)], _ = compile_module(text)
+    return run_compiled(plan, kernels, inputs), _kernels(kernels.source or "")
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    return x.view({2: torch.int16, 4: torch.int32}[x.element_size()])
+
+
+_TARGETS = ["native"]
+if platform.machine() in ("x86_64", "AMD64"):
+    _TARGETS += ["-mno-avx512f", "-mno-f16c"]  # F16C 256 bits wide; no F16C: integer code
+
+
+@pytest.mark.parametrize("target", _TARGETS)
+def test_f16_conversions_are_torchs_bit_for_bit(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In blocks (a partial block at the end) and one element at a time (a transposed read, a
+    transposed write), on every target the prelude has code for: with AVX-512, with F16C and
+    AVX2 only, without F16C."""
+    if target != "native":
+        monkeypatch.setenv("CXX", f"{os.environ.get('CXX') or 'c++'} {target}")
+    halves = _all_halves()
+    want = _bits(halves.to(torch.float32))  # torch's vectorised conversion: quiet NaNs
+    n = 65536 - 3
+    (up,), source = _run(
+        f"func @up(%h: f16[{n}]) -> (f32[{n}]) {{\n  %y = cast %h : f32[{n}]\n  return %y\n}}",
+        [halves[:n]],
+    )
+    assert "fir_load_f16_block(" in source
+    assert torch.equal(_bits(up), want[:n])
+    (up,), source = _run(
+        """
+func @up_t(%h: f16[256, 256]) -> (f32[256, 256]) {
+  %t = transpose %h {dim0 = 0, dim1 = 1} : f16[256, 256]
+  %y = cast %t : f32[256, 256]
+  return %y
+}""",
+        [halves.reshape(256, 256)],
+    )
+    assert "fir_load_f16_block(" not in source and "fir_from_f16(h[" in source
+    assert torch.equal(_bits(up), want.reshape(256, 256).t())
+
+    floats = _edge_floats()
+    want = _bits(floats.to(torch.float16))
+    n = floats.numel() - 7
+    (down,), source = _run(
+        f"func @down(%f: f32[{n}]) -> (f16[{n}]) {{\n  %y = cast %f : f16[{n}]\n  return %y\n}}",
+        [floats[:n]],
+    )
+    assert "fir_store_f16_block(" in source
+    assert torch.equal(_bits(down), want[:n])
+    rows = floats.numel() // 64
+    (down, down_t), source = _run(
+        f"""
+func @down_t(%f: f32[{rows}, 64]) -> (f16[{rows}, 64], f16[64, {rows}]) {{
+  %y = cast %f : f16[{rows}, 64]
+  %t = transpose %y {{dim0 = 0, dim1 = 1}} : f16[64, {rows}]
+  %u = mul %t, 1.0 : f16[64, {rows}]
+  return %y, %u
+}}""",
+        [floats.reshape(rows, 64)],
+    )
+    assert "fir_store_f16_block(" not in source  # one store is strided: no vectorised loop
+    assert torch.equal(_bits(down), want.reshape(rows, 64))
+    assert torch.equal(_bits(down_t), want.reshape(rows, 64).t())
+
+
+F16_PROGRAMS: dict[str, str] = {
+    # the innermost loop of a row, 37 long: two blocks and a partial one
+    "rows": """
+func @f(%x: f16[7, 37], %w: f16[37]) -> (f16[7, 37]) {
+  %a = mul %x, %w : f16[7, 37]
+  %y = add %a, 1.0 : f16[7, 37]
+  return %y
+}""",
+    # one parallel loop (above the grain) whose last block is partial; f32 in, f16 out
+    "flat": """
+func @f(%x: f32[1000, 33]) -> (f16[1000, 33]) {
+  %a = add %x, 1.0 : f32[1000, 33]
+  %y = cast %a : f16[1000, 33]
+  return %y
+}""",
+    # tiles of 32 along 70: the last tile has a block and a partial block
+    "transpose": """
+func @f(%x: f16[100, 70], %y: f16[70, 100]) -> (f16[100, 70]) {
+  %t = transpose %y {dim0 = 0, dim1 = 1} : f16[100, 70]
+  %z = add %x, %t : f16[100, 70]
+  return %z
+}""",
+    # a masked load converts alone; the store still in blocks
+    "pad": """
+func @f(%x: f16[6, 40]) -> (f16[6, 46]) {
+  %q = pad %x {pad = [3, 3], value = 1.5} : f16[6, 46]
+  %r = mul %q, 2.0 : f16[6, 46]
+  return %r
+}""",
+    # stores of f64, integer and bool values into f16 buffers
+    "other_dtypes": """
+func @f(%x: f64[5, 40], %i: i32[5, 40], %b: bool[5, 40]) -> (f16[5, 40], f16[5, 40], f16[5, 40]) {
+  %y = cast %x : f16[5, 40]
+  %j = cast %i : f16[5, 40]
+  %c = cast %b : f16[5, 40]
+  return %y, %j, %c
+}""",
+    # f16 in reductions: the lanes' loads in blocks, the epilogue's loads and stores too
+    "softmax": """
+func @f(%x: f16[9, 37]) -> (f16[9, 37]) {
+  %y = softmax %x {dim = 1} : f16[9, 37]
+  return %y
+}""",
+    "layer_norm": """
+func @f(%x: f16[6, 300], %w: f16[300], %b: f16[300]) -> (f16[6, 300]) {
+  %y = layer_norm %x, %w, %b {normalized_shape = [300]} : f16[6, 300]
+  return %y
+}""",
+    # reductions of rows and of the whole tensor (lanes: loads in blocks) and of columns
+    # (interchanged blocks of 64 outputs: element by element)
+    "sum_and_max": """
+func @f(%x: f16[40, 70]) -> (f16[40], f16[], f16[70]) {
+  %s = sum %x {dims = [1]} : f16[40]
+  %m = max %x : f16[]
+  %c = sum %x {dims = [0]} : f16[70]
+  return %s, %m, %c
+}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(F16_PROGRAMS))
+def test_f16_blocks_match_the_interpreter(name: str) -> None:
+    text = F16_PROGRAMS[name]
+    inputs = _inputs_for(name, text)
+    if name == "pad":  # NaN, infinities and subnormals through every path
+        inputs[0].view(-1)[:4] = torch.tensor([math.nan, -math.inf, 3e-6, -0.0])
+    source = _kernels(check_against_interpreter(text, inputs, rtol=1e-2, atol=1e-2)[0])
+    assert "fir_load_f16_block(" in source or "fir_store_f16_block(" in source
+    if name in ("rows", "flat", "softmax", "transpose"):  # a length that is not 16k
+        assert ", fir_n);" in source
+
+
+def test_which_f16_loads_and_stores_convert_in_blocks() -> None:
+    """Those that step by one element along the loop, except: a masked load (it may not read
+    where the mask is false), a load whose value only goes to f16 stores (a copy of its bits), a
+    store of such a load, and a store of a value made before the loop."""
+    from fir.backends.cpp.nest import f16_blocks
+    from fir.backends.plan.instructions import Compute, Load, Store
+
+    x0, x1 = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("x0", "x1"))
+    f16, f32 = DType.F16, DType.F32
+    row = 64 * x0 + x1
+    items = [
+        Load("a", "A", row, f16),  # converted: read by a computation
+        Load("b", "B", row, f16),  # a copy only: its bits go to C
+        Load("c", "C2", 64 * x1 + x0, f16),  # strided
+        Load("m", "M", row, f16, mask="a_pos", other=Literal(0.0)),  # masked
+        Compute("s", "add", ("a", "c"), f32),
+        Compute("h", "cast", ("s",), f16),
+        Store("C", row, "b", f16),  # a copy of bits
+        Store("D", row, "h", f16),  # converted
+        Store("E", row, "s", f32),  # not f16
+        Store("F", 64 * x1 + x0, "h", f16),  # strided
+        Store("G", row, "inv", f16),  # made before the loop
+        Store("H", row, "m", f16),  # a masked load's value: converted
+    ]
+    loads, stores = f16_blocks(items, "x1")
+    assert [i.dst for i in loads] == ["a"]
+    assert [i.buffer for i in stores] == ["D", "H"]
+
+
+def test_f16_blocks_with_symbolic_sizes() -> None:
+    """The block loop of a size known at run time: none, one partial, full ones and a partial
+    one, above the grain (split among threads)."""
+    text = """
+func @f(%x: f16[s0, s1], %w: f16[s1]) -> (f16[s0, s1], f16[s0, s1]) {
+  %a = mul %x, %w : f16[s0, s1]
+  %y = exp %a : f16[s0, s1]
+  %z = softmax %x {dim = 1} : f16[s0, s1]
+  return %y, %z
+}"""
+    module = parse_pipeline("fusion").run(parse_module(text, "<test>"))
+    (plan,) = plan_module(module)
+    kernels = build_program(plan)
+    assert "fir_store_f16_block(" in _kernels(kernels.source or "")
+    reference = parse_module(text, "<test>").funcs[0]
+    for rows, cols in [(1, 1), (3, 15), (2, 16), (5, 17), (4, 100), (300, 130)]:
+        g = torch.Generator().manual_seed(rows + cols)
+        xs = [torch.randn(rows, cols, generator=g).half(), torch.randn(cols, generator=g).half()]
+        for w, o in zip(run_graph(reference, xs), run_compiled(plan, kernels, xs)):
+            torch.testing.assert_close(o, w, rtol=1e-2, atol=1e-2)

@@ -121,6 +121,12 @@ class Emitter:
         # f16/bf16 values as the bits a store of that dtype writes, where they are at hand
         # (a load of such a buffer, a cast to the dtype): such a store converts nothing
         self.bits: dict[str, tuple[DType, str]] = {}
+        # the float that a value cast to f16/bf16 rounds (what a block of f16 stores converts)
+        self.rounds: dict[str, str] = {}
+        # while a loop converts f16 in blocks (:meth:`loops.KernelWriter.f16_block`): the local
+        # arrays, indexed by the lane ``l``, that loads read from and stores write to
+        self.f16_in: dict[str, str] = {}  # load's value -> array
+        self.f16_out: dict[Store, str] = {}
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
         self._name_everything()
         self.int_values = {n for n, d in self.dtypes.items() if not d.is_float and not d.is_bool}
@@ -130,7 +136,7 @@ class Emitter:
         add = self.names.add
         for lp in self.plan.loops:
             add("var", lp.var.name)
-            self.names.taken.add(lp.var.name + "b")
+            self.names.taken |= {lp.var.name + "b", lp.var.name + "bb"}  # blocks, f16 blocks
         for s in self.plan.sizes:
             add("size", s)
         for i in self.plan.instrs:
@@ -167,8 +173,12 @@ class Emitter:
             return literal(o, dtype, exact)
         return self.ref(o)
 
-    def index(self, e: object) -> str:
+    def index(self, e: object, at: dict[str, str] | None = None) -> str:
+        """Index ``e`` in C++; ``at`` renames symbols (a loop variable -> its block's start)."""
+
         def name(sym: str) -> str:
+            if at and sym in at:
+                return at[sym]
             for kind in ("var", "size", "value"):
                 if (kind, sym) in self.names.names:
                     return self.names(kind, sym)
@@ -244,6 +254,8 @@ class Emitter:
     def load(self, i: Load) -> None:
         element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
         value = load_expr(i.dtype, element)
+        if i.dst in self.f16_in:  # converted with its block
+            value = f"{self.f16_in[i.dst]}[l]"
         if i.mask is None and i.dtype in REDUCED and i.dst not in self.refs:
             self.bits[i.dst] = (i.dtype, element)
         if i.mask is not None:
@@ -283,6 +295,8 @@ class Emitter:
         if i.op == "cast":
             expr = CASTS[i.dtype].format(args[0])
             if i.dtype in REDUCED and i.dst not in self.refs:
+                single = CTYPE[dtype] == "float"
+                self.rounds[i.dst] = args[0] if single else f"float({args[0]})"
                 self.bits[i.dst] = (i.dtype, store_expr(i.dtype, f"float({args[0]})"))
         else:
             table = INT_OPS if integer and i.op in INT_OPS else OPS
@@ -294,6 +308,13 @@ class Emitter:
         self.define(i.dst, expr)
 
     def store(self, i: Store) -> None:
+        if i in self.f16_out:  # the float goes to the block's array, converted with the block
+            assert isinstance(i.value, str)
+            value = self.rounds.get(i.value) or self.ref(i.value)
+            if CTYPE[self.dtypes[i.value]] != "float" and i.value not in self.rounds:
+                value = f"float({value})"
+            self.emit(f"{self.f16_out[i]}[l] = {value};")
+            return
         value = self.operand(i.value, i.dtype, exact=True)
         if isinstance(i.value, str) and self.dtypes.get(i.value, i.dtype) != i.dtype:
             value = CASTS[i.dtype].format(value)

@@ -20,6 +20,14 @@
   that cross from one phase to the next, live in per-block arrays.
 * Whole-tensor reductions (no pointwise loop): the reduction loop is split among the threads,
   each with its own accumulators, merged in thread order (the same threads give the same bits).
+* f16 in blocks: a vectorised loop (of any kind above but the column blocks) that loads or
+  stores f16 contiguously runs in blocks of ``F16_BLOCK``. Each block converts its f16 loads
+  into local float arrays with one F16C instruction per array (``fir_load_f16_block``), runs
+  the vectorised loop over the arrays, and converts the floats it stores the same way
+  (``fir_store_f16_block``); the last block of a loop may be partial. GCC vectorises no loop
+  with the conversion instruction inside, and the integer conversion it does vectorise costs
+  ~12 instructions per element, which made f16 kernels compute-bound. bf16 stays in the loop
+  (its conversion is a shift, or a few integer operations; blocks measured no faster).
 
 A failed check leaves the innermost loop's iteration (``continue``): a loop that can fail is
 never an ``omp simd`` loop, and nothing returns from inside a parallel region.
@@ -27,7 +35,7 @@ never an ``omp simd`` loop, and nothing returns from inside a parallel region.
 
 from __future__ import annotations
 
-from fir.backends.plan.instructions import AccInit
+from fir.backends.plan.instructions import AccInit, Load, Store
 from fir.ir.types import Dim, dims_mul
 
 from .emit import Acc, Emitter
@@ -38,6 +46,7 @@ from .nest import (
     chain,
     contiguous,
     defines,
+    f16_blocks,
     has_loops,
     hoist,
     positive,
@@ -51,6 +60,12 @@ GRAIN = 32768  # element-iterations below which a kernel runs on one thread
 LANES = 16  # accumulators of a vectorised reduction loop (one AVX-512 register of f32)
 BLOCK = 64  # outputs per block of an interchanged (column) reduction
 MAX_THREADS = 64  # per-thread states of a split whole-tensor reduction
+F16_BLOCK = 16  # f16 values converted by one instruction (FIR_F16_BLOCK of the prelude)
+# the comment in front of a loop in f16 blocks
+F16_WHY = (
+    f"// in blocks of {F16_BLOCK}: a vectorised loop computes the floats, then one F16C",
+    "// instruction converts each block (in the loop: ~12 instructions per element)",
+)
 
 
 class KernelWriter(Emitter):
@@ -125,10 +140,7 @@ class KernelWriter(Emitter):
         if self.tiled(loops):
             return
         if len(loops) == 1:
-            self.parallel(1, simd=self.simd_ok(inner.body, inner.var))
-            self.for_(inner.var, self.dim(inner.size))
-            self.body(inner.body)
-            self.close()
+            self.vector_loop(inner.var, inner.body, "0", self.dim(inner.size), inner.size, True)
             return
         self.parallel(len(loops) - 1)
         for lp in loops[:-1]:
@@ -152,11 +164,110 @@ class KernelWriter(Emitter):
         """A loop with no loops inside: invariants first, then the loop, vectorised when it
         can be."""
         rest = self.hoisted(lp, exit_)
-        if self.simd_ok(rest, lp.var):
+        self.vector_loop(lp.var, rest, "0", self.dim(lp.size), lp.size)
+
+    def vector_loop(
+        self,
+        var: str,
+        rest: list[Item],
+        start: str,
+        stop: str,
+        size: Dim,
+        parallel: bool = False,
+        block: str = "",
+    ) -> None:
+        """``for var in [start, stop)`` over ``rest`` (no loops inside, invariants hoisted),
+        vectorised when it can be, converting f16 in blocks when it converts any (then the
+        start of a block is ``block``, by default ``{var}b``); ``parallel``: split among the
+        threads (a kernel of one loop). ``size``: the size of the loop's dimension (the loop
+        runs over all of it, or over a part whose length divides by ``F16_BLOCK`` where the
+        size does)."""
+        simd = self.simd_ok(rest, var)
+        if simd and self.f16_blocked(var, rest, start, stop, size, parallel, block):
+            return
+        if parallel:
+            self.parallel(1, simd=simd)
+        elif simd:
             self.emit("#pragma omp simd")
-        self.for_(lp.var, self.dim(lp.size))
+        self.for_(var, stop, start=start)
         self.body(rest)
         self.close()
+
+    def f16_blocked(
+        self,
+        var: str,
+        rest: list[Item],
+        start: str,
+        stop: str,
+        size: Dim,
+        parallel: bool,
+        block: str,
+    ) -> bool:
+        """The vectorised loop in blocks of ``F16_BLOCK`` when it converts f16 (false if not,
+        or if the loop is shorter than a block). GCC vectorises no loop that converts with the
+        F16C instruction, so each block computes its floats in a vectorised loop over local
+        arrays and converts each array with one instruction, before (loads) or after (stores)
+        the loop. Full blocks run a loop of constant length (a variable one costs GCC's
+        vectoriser ~15% here); the last block of a loop whose length is not a known multiple
+        of the block is partial, touching its ``fir_n`` elements only."""
+        loads, stores = f16_blocks(rest, var)
+        if not loads and not stores:
+            return False
+        if isinstance(size, int) and size < F16_BLOCK:
+            return False
+        vb = block or self.block(var)
+        for line in F16_WHY:
+            self.emit(line)
+        if parallel:
+            self.parallel(1)
+        self.for_("", stop, start=start, step=F16_BLOCK, name=vb)
+        if isinstance(size, int) and size % F16_BLOCK == 0:
+            self.f16_block(var, vb, rest, loads, stores, str(F16_BLOCK))
+        else:
+            self.open(f"if ({vb} + {F16_BLOCK} <= {stop})")
+            self.f16_block(var, vb, rest, loads, stores, str(F16_BLOCK))
+            self.depth -= 1
+            self.open("} else")
+            self.emit(f"const int64_t fir_n = {stop} - {vb};")
+            self.f16_block(var, vb, rest, loads, stores, "fir_n")
+            self.close()
+        self.close()
+        return True
+
+    def f16_block(
+        self, var: str, vb: str, rest: list[Item], loads: list[Load], stores: list[Store], n: str
+    ) -> None:
+        """One block of loop ``var``, ``n`` iterations from ``vb``: the f16 ``loads``
+        converted into local arrays; the vectorised loop, which reads those and writes the
+        ``stores``' floats to local arrays; then these converted into the buffers."""
+        self.f16_loads(var, vb, loads, n)
+        out = []
+        for st in stores:
+            buffer = self.names("buffer", st.buffer)
+            arr = self.names.add("f16_out " + self.index(st.index), buffer + "_out")
+            self.emit(f"float {arr}[{F16_BLOCK}];")
+            self.f16_out[st] = arr
+            element = f"&{buffer}[{self.index(st.index, {var: vb})}]"
+            out.append(f"fir_store_f16_block({element}, {arr}, {n});")
+        self.emit("#pragma omp simd")
+        self.for_("", n, name="l")
+        self.emit(f"const int64_t {self.names('var', var)} = {vb} + l;")
+        self.body(rest)
+        self.close()
+        for line in out:
+            self.emit(line)
+        self.f16_in.clear()
+        self.f16_out.clear()
+
+    def f16_loads(self, var: str, vb: str, loads: list[Load], n: str) -> None:
+        """The f16 ``loads`` of the block of loop ``var`` that starts at ``vb`` converted into
+        local arrays, which the block's vectorised loop reads (lane ``l``) in their place."""
+        for ld in loads:
+            arr = self.names.add("f16_in", ld.dst + "_in")
+            element = f"&{self.names('buffer', ld.buffer)}[{self.index(ld.index, {var: vb})}]"
+            self.emit(f"float {arr}[{F16_BLOCK}];")
+            self.emit(f"fir_load_f16_block({arr}, {element}, {n});")
+            self.f16_in[ld.dst] = arr
 
     def tiled(self, loops: list[Loop]) -> bool:
         """Square tiles over the plan's ``tile`` pair (one of them the innermost loop): the pair
@@ -180,11 +291,9 @@ class KernelWriter(Emitter):
         self.for_(b.var, self.dim(b.size), step=side, name=bb)
         self.for_(a.var, f"fir_imin({ab} + {side}, {self.dim(a.size)})", start=ab)
         rest = self.hoisted(b, "continue;")
-        if self.simd_ok(rest, b.var):
-            self.emit("#pragma omp simd")
-        self.for_(b.var, f"fir_imin({bb} + {side}, {self.dim(b.size)})", start=bb)
-        self.body(rest)
-        self.close(4 + len(others))
+        stop = f"fir_imin({bb} + {side}, {self.dim(b.size)})"
+        self.vector_loop(b.var, rest, bb, stop, b.size, block=bb + "b")  # side % 16 == 0
+        self.close(3 + len(others))
         return True
 
     # -- row reductions
@@ -257,6 +366,8 @@ class KernelWriter(Emitter):
             self.emit(f"{acc.name}_cnt = {acc.name}_cnt + 1;")
             self.emit(f"const {t} {acc.name}_inv = {t}(1) / {acc.name}_cnt;")
             acc.uniform = (f"{acc.name}_cnt", f"{acc.name}_inv")
+        # the f16 loads of a block of lanes convert as one f16 block (LANES == F16_BLOCK)
+        self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var)[0], str(LANES))
         self.emit("#pragma omp simd")
         self.for_("", str(LANES), name=lane)
         self.emit(f"const int64_t {v} = {vb} + {lane};")
@@ -265,6 +376,7 @@ class KernelWriter(Emitter):
         self.body(rest)
         for acc in accs:
             acc.lanes = acc.uniform = None
+        self.f16_in.clear()
         self.close(2)
         if not (static and isinstance(lp.size, int) and lp.size % LANES == 0):
             self.for_(lp.var, stop, start=vb)

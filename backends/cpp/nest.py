@@ -24,6 +24,7 @@ from fir.backends.plan.instructions import (
     LoopEnd,
     Store,
 )
+from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 from fir.ir.types import Dim
 
@@ -171,6 +172,41 @@ def contiguous(items: list[Item], var: str) -> bool:
             elif s != 0:
                 strided += 1
     return strided <= unit
+
+
+def f16_blocks(items: list[Item], var: str) -> tuple[list[Load], list[Store]]:
+    """The f16 loads and stores of the vectorised loop ``var`` over ``items`` that convert a
+    block at a time (:meth:`.loops.KernelWriter.f16_block`): those that step by one element.
+    Not a masked load (it must not read where its mask is false), nor one whose value only goes
+    to f16 stores (they copy its bits, no conversion); not a store of a value made before the
+    loop (its conversion is hoisted with it) or of a loaded f16 value (a copy of bits)."""
+    v = sympy.Symbol(var, integer=True, nonnegative=True)
+    instrs = walk(items)
+    made = {d for i in instrs for d in defines(i)}
+    unmasked = {
+        i.dst for i in instrs if isinstance(i, Load) and i.dtype is DType.F16 and i.mask is None
+    }
+
+    def copy(i: Instr) -> bool:
+        return isinstance(i, Store) and i.dtype is DType.F16 and i.value in unmasked
+
+    read = {u for i in instrs if not copy(i) for u in uses(i)}
+    loads = [
+        i
+        for i in instrs
+        if isinstance(i, Load) and i.dst in unmasked and i.dst in read and _step(i.index, v) == 1
+    ]
+    stores = [
+        i
+        for i in instrs
+        if isinstance(i, Store)
+        and i.dtype is DType.F16
+        and isinstance(i.value, str)
+        and i.value in made
+        and not copy(i)
+        and _step(i.index, v) == 1
+    ]
+    return loads, stores
 
 
 def walks_columns(x: str, reductions: list[Loop]) -> bool:
