@@ -47,7 +47,9 @@ def fir_opt(python: str, path: Path, out: Path, *extra: str) -> tuple[float, str
     """Wall time of one fresh ``fir-opt`` process, and its stderr."""
     cmd = [python, "-m", "fir.tools.fir_opt", str(path), "-p", "fusion", "-o", str(out), *extra]
     t = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    # from a neutral folder: run from the checkout, ``-m`` would import the checkout's package
+    # whatever installation ``python`` has
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
     wall = time.perf_counter() - t
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr}")
