@@ -22,7 +22,6 @@ A kernel that reports a failed index check raises :class:`~fir.ir.errors.KernelI
 from __future__ import annotations
 
 import math
-import mmap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
+from .buffers import allocate
 from .plan import DIVISION_BY_ZERO, Buffer, ExternStep, KernelStep, ProgramPlan
 
 
@@ -432,38 +432,6 @@ class _Call:
             k = next(j for j, i in enumerate(self.plan.inputs) if i.name == name)
             return inputs[k]
         return self.tensor(name)
-
-
-# Buffers of 32 MiB and more come from a mapping of their own, asked to be backed by 2 MiB
-# pages. glibc serves smaller ones from its heap, reused from call to call, but gives each of
-# these a fresh mapping (its mmap threshold stops growing at 32 MiB), whose first writer then
-# takes 8,192 page faults: on the 2-core benchmark machine, allocating and filling 32 MiB costs
-# 7.0 ms through torch.empty, 2.7 ms with huge pages, 1.2 ms for 31.99 MiB from the heap.
-HUGE_PAGE = 2 << 20
-LARGE_BUFFER = 32 << 20
-
-
-_ITEMSIZE = {d: torch.empty(0, dtype=d).element_size() for d in (torch.float32, torch.float64)}
-
-
-def allocate(
-    elements: int, dtype: torch.dtype, shape: tuple[int, ...] | None = None
-) -> torch.Tensor:
-    """``elements`` uninitialised elements of ``dtype``, flat or in ``shape``."""
-    itemsize = _ITEMSIZE.get(dtype) or torch.empty(0, dtype=dtype).element_size()
-    nbytes = elements * itemsize
-    if nbytes < LARGE_BUFFER or not hasattr(mmap, "MADV_HUGEPAGE"):
-        return torch.empty(shape if shape is not None else elements, dtype=dtype)
-    try:
-        m = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        m.madvise(mmap.MADV_HUGEPAGE)
-    except (OSError, ValueError):
-        return torch.empty(shape if shape is not None else elements, dtype=dtype)
-    start = torch.frombuffer(m, dtype=torch.uint8, count=1).data_ptr()
-    offset = (-start) % HUGE_PAGE
-    # the tensor keeps the mapping alive; it is unmapped when the last view of it goes
-    flat = torch.frombuffer(m, dtype=dtype, offset=offset, count=elements)
-    return flat.view(shape) if shape is not None else flat
 
 
 def _scatter(
