@@ -56,6 +56,8 @@ class PlanKernels:
             buffers[a.name] = (
                 torch.frombuffer(raw, dtype=dt, count=n) if n else torch.empty(0, dtype=dt)
             )
+        for sc in plan.scratch:  # one row at a time here: one array serves every row
+            buffers[sc.name] = torch.empty(sc.elements, dtype=sc.dtype.to_torch())
         try:
             _Run(plan, buffers, env).block(0, len(plan.instrs))
         except _Fault as f:

@@ -17,11 +17,13 @@ from fir.backends.plan import KernelPlan, plan_program
 from fir.backends.plan.instructions import (
     AccInit,
     CheckIndex,
+    Compute,
     Load,
     LoopBegin,
     Store,
 )
 from fir.backends.runtime import CompiledProgram, RuntimeInputError
+from fir.ir.dtypes import DType
 from fir.ir.errors import KernelIndexError
 from fir.ir.graph import Module
 from fir.ir.interpreter import run_graph
@@ -168,8 +170,44 @@ def test_softmax_is_three_passes_over_each_row_and_stores_only_its_output() -> N
         ("r0", True, False),
     ]
     assert [i.kind for i in k.instrs if isinstance(i, AccInit)] == ["max", "sum"]
-    assert [i.buffer for i in k.instrs if isinstance(i, Store)] == ["y"]  # max, sum stay local
+    # max and sum stay local; each exp is computed once, kept in a scratch row for the last pass
+    (row,) = k.scratch
+    assert (row.dtype, row.elements) == (DType.F32, 8)
+    assert [i.buffer for i in k.instrs if isinstance(i, Store)] == [row.name, "y"]
+    assert [i.buffer for i in k.instrs if isinstance(i, Load)] == ["x", "x", row.name]
+    assert len([i for i in k.instrs if isinstance(i, Compute) and i.op == "exp"]) == 1
     assert [(a.name, a.read, a.written) for a in k.args] == [("x", True, False), ("y", False, True)]
+
+
+def test_a_cheap_value_is_computed_again_and_a_symbolic_row_is_never_kept() -> None:
+    cheap = """func @f(%x: f32[4, 8]) -> (f32[4, 8]) {
+  %m = max %x {dims = [1], keepdim = true} : f32[4, 1]
+  %y = sub %x, %m : f32[4, 8]
+  %z = mul %y, 2.0 : f32[4, 8]
+  %s = sum %z {dims = [1], keepdim = true} : f32[4, 1]
+  %o = div %z, %s : f32[4, 8]
+  return %o
+}"""
+    assert not plan_of(cheap).scratch  # sub and mul again beat a store and a load
+    symbolic = SOFTMAX.replace("f32[4, 8]", "f32[4, s0]")
+    k = plan_of(symbolic)
+    assert not k.scratch
+    assert len([i for i in k.instrs if isinstance(i, Compute) and i.op == "exp"]) == 2
+
+
+def test_a_value_kept_for_a_later_pass_matches_the_interpreter() -> None:
+    """attention's softmax: the exp of the scaled, masked scores is kept; f16 rows keep
+    floats (what computing them again would give)."""
+    for dtype in ("f32", "f16"):
+        text = f"""func @f(%s: {dtype}[2, 3, 16, 40], %mask: {dtype}[1, 1, 16, 40]) -> ({dtype}[2, 3, 16, 40]) {{
+  %a = mul %s, 0.125 : {dtype}[2, 3, 16, 40]
+  %b = add %a, %mask : {dtype}[2, 3, 16, 40]
+  %y = softmax %b {{dim = 3}} : {dtype}[2, 3, 16, 40]
+  return %y
+}}"""
+        k = plan_of(text)
+        assert len(k.scratch) == 1 and k.scratch[0].dtype == DType.F32
+        check(text)
 
 
 def test_a_value_computed_in_the_kernel_is_not_loaded_again() -> None:

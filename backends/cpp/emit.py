@@ -158,6 +158,9 @@ class Emitter:
                     self.names.taken |= {base + suffix, base + suffix + "_v", base + suffix + "_t"}
         for a in self.plan.args:
             add("buffer", a.name)
+        self.scratch = {sc.name for sc in self.plan.scratch}
+        for sc in self.plan.scratch:
+            add("buffer", sc.name)
 
     # -- references
 
@@ -253,6 +256,9 @@ class Emitter:
 
     def load(self, i: Load) -> None:
         element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+        if i.buffer in self.scratch:  # a scratch row holds values as computed
+            self.define(i.dst, element)
+            return
         value = load_expr(i.dtype, element)
         if i.dst in self.f16_in:  # converted with its block
             value = f"{self.f16_in[i.dst]}[l]"
@@ -308,6 +314,10 @@ class Emitter:
         self.define(i.dst, expr)
 
     def store(self, i: Store) -> None:
+        if i.buffer in self.scratch:
+            element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+            self.emit(f"{element} = {self.operand(i.value, i.dtype, exact=True)};")
+            return
         if i in self.f16_out:  # the float goes to the block's array, converted with the block
             assert isinstance(i.value, str)
             value = self.rounds.get(i.value) or self.ref(i.value)

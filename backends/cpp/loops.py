@@ -18,6 +18,9 @@
   along the reduction loop): interchanged. The pointwise loop runs in blocks of ``BLOCK``
   outputs, the reduction loop outside a vectorised loop over the block; accumulators, and values
   that cross from one phase to the next, live in per-block arrays.
+* Scratch rows (values a later pass over a row reads again, kept by the plan): arrays on the
+  stack of the thread that runs the row, declared in the pointwise loop; such a kernel runs
+  row by row (never interchanged).
 * Whole-tensor reductions (no pointwise loop): the reduction loop is split among the threads,
   each with its own accumulators, merged in thread order (the same threads give the same bits).
 * f16 in blocks: a vectorised loop (of any kind above but the column blocks) that loads or
@@ -127,11 +130,14 @@ class KernelWriter(Emitter):
         loops = chain(top)
         inner = loops[-1]
         if has_loops(inner.body):  # reduction phases inside
-            if self.column_reduction(loops):
+            if not self.plan.scratch and self.column_reduction(loops):
                 return
             self.parallel(len(loops))
             for lp in loops:
                 self.for_(lp.var, self.dim(lp.size))
+            for sc in self.plan.scratch:  # a row kept between passes, on this thread's stack
+                name = self.names("buffer", sc.name)
+                self.emit(f"alignas(64) {CTYPE[sc.dtype]} {name}[{sc.elements}];")
             self.phases(inner.body, "continue;")
             self.close(len(loops))
             return

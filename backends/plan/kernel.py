@@ -12,6 +12,11 @@ The plan is everything a renderer needs, computed once:
   and no reduced intermediate is ever written to memory;
 * every load and store with its index in the kernel's loop variables; a read of a buffer that
   a member of the kernel computes at the same element becomes that member's value, not a load;
+* a value of one pass over the reduction loops that a later pass reads again is computed again
+  there (a pointwise body: cheaper than a round trip through memory), unless computing it is
+  costly (``exp``, ``tanh``, a division …) and the row is short enough to keep: then the first
+  pass stores it into a *scratch* row, private to the thread and never in memory the program
+  sees, and the later passes load it from there (softmax computes each ``exp`` once);
 * accumulators, checked indirect indices (with error codes), and the kernel's arguments: the
   buffers it reads and writes and the size symbols its indices use.
 
@@ -49,6 +54,8 @@ from .instructions import (
     instr_str,
 )
 
+_Key = tuple[Any, ...]  # what a value computes: its op and the keys of its operands, its dtype
+
 
 class PlanError(FirError):
     """A fused program the planner cannot turn into a kernel (a bug upstream, never silent)."""
@@ -63,6 +70,59 @@ class Arg:
     elements: Dim
     read: bool
     written: bool
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A row of values kept from one pass over the reduction loops to the next: ``elements``
+    (the reduction's size) of ``dtype``, private to the thread that runs the row. Loads and
+    stores name it like a buffer; renderers keep it on the stack (or in registers)."""
+
+    name: str
+    dtype: DType
+    elements: int
+
+
+# Scratch rows: at most this many bytes per kernel (they stay in the core's L1/L2 cache), and
+# only for a value whose body costs at least STASH_COST (a transcendental op counts COSTLY).
+SCRATCH_BYTES = 64 << 10
+STASH_COST = 8
+COSTLY = 8
+_COSTLY_OPS = frozenset(
+    [
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "erf",
+        "erfc",
+        "erfinv",
+        "pow",
+        "sigmoid",
+        "div",
+        "truediv",
+        "rsqrt",
+        "sqrt",
+        "atan2",
+        "lgamma",
+        "digamma",
+    ]
+)
 
 
 @dataclass
@@ -85,6 +145,7 @@ class KernelPlan:
     local: list[str]  # member results that never reach memory
     tile: tuple[str, str] | None = None  # two pointwise loops a renderer may tile together
     errors: dict[int, str] = field(default_factory=dict)  # error code -> what went wrong
+    scratch: list[Scratch] = field(default_factory=list)  # rows kept between reduction passes
 
     def text(self) -> str:
         """The readable form (``fir-translate --target plan``)."""
@@ -103,6 +164,8 @@ class KernelPlan:
             lines.append("  local " + ", ".join("%" + n for n in self.local))
         if self.tile is not None:
             lines.append(f"  tile {self.tile[0]}, {self.tile[1]}")
+        for sc in self.scratch:
+            lines.append(f"  scratch %{sc.name}: {sc.dtype}[{sc.elements}]  // per row, per thread")
         depth = 1
         for i in self.instrs:
             if isinstance(i, LoopEnd):
@@ -121,11 +184,19 @@ class KernelPlan:
 def plan_kernel(step: Step, name: str, first_error: int = 1) -> KernelPlan:
     """The plan of ``step`` (a kernel, or one loop node), named ``name``; its error codes start
     at ``first_error`` (codes are unique in a program)."""
-    return _Builder(step, name, first_error).build()
+    builder = _Builder(step, name, first_error)
+    plan = builder.build()
+    keep = builder.worth_keeping()
+    if not keep:
+        return plan
+    # again, with the costly values that later passes read kept in scratch rows
+    return _Builder(step, name, first_error, frozenset(keep)).build()
 
 
 class _Builder:
-    def __init__(self, step: Step, name: str, first_error: int) -> None:
+    def __init__(
+        self, step: Step, name: str, first_error: int, stash: frozenset[str] = frozenset()
+    ) -> None:
         self.members: list[LoopNode] = []
         for n in step.nodes:
             if not isinstance(n, LoopNode) or n.body is None:
@@ -139,6 +210,17 @@ class _Builder:
         self.reads: dict[str, Value] = {}
         self.writes: dict[str, Value] = {}
         self.local = {v.name for v in step.kernel.local} if step.kernel is not None else set()
+        # values by what they compute (_Key), so that a value is computed once per pass, and
+        # one that a later pass over the reduction loops computes again can be kept instead
+        self.stash = stash  # keys whose values go to scratch rows
+        self.key_of: dict[str, _Key] = {}  # value name -> key
+        self.cost: dict[_Key, int] = {}
+        self.avail: dict[_Key, tuple[str, int]] = {}  # key -> (value, phase it is in scope of)
+        self.first: dict[_Key, tuple[str, int]] = {}  # key -> first computed, in a reduction pass
+        self.repeats: set[_Key] = set()  # computed again in a later reduction pass
+        self.later_users: dict[_Key, set[_Key | None]] = {}  # None: used other than by an op
+        self.scratch: dict[_Key, Scratch] = {}
+        self.phase_kinds: list[str] = []
 
     # -- the whole kernel
 
@@ -167,6 +249,7 @@ class _Builder:
         self.values: dict[str, tuple[int, str, int]] = {}
         self.phase = 0
         phases = self._phases()
+        self.phase_kinds = [ph.kind for ph in phases]
         xloops = [lp for lp in self.loops if not lp.reduction]
         rloops = [lp for lp in self.loops if lp.reduction]
         for k, lp in enumerate(xloops):
@@ -180,6 +263,7 @@ class _Builder:
                 self._reduction_phase(phase, rloops)
         for lp in reversed(xloops):
             self.instrs.append(LoopEnd(lp.var.name))
+        self.instrs = _without_dead_values(self.instrs)
         return KernelPlan(
             name=self.name,
             members=[m.results[0].name for m in self.members],
@@ -193,7 +277,90 @@ class _Builder:
             local=sorted(self.local),
             tile=self._tile(),
             errors=self.errors,
+            scratch=list(self.scratch.values()),
         )
+
+    # -- scratch rows
+
+    def worth_keeping(self) -> list[_Key]:
+        """Of the values a later pass over the reduction loops computes again, those to keep
+        in scratch rows instead: costly ones (:data:`STASH_COST`) that the later pass uses
+        other than to compute another kept value, in a kernel with pointwise loops (a thread
+        runs whole rows) and a reduction of known size, up to :data:`SCRATCH_BYTES`."""
+        rnumel = self.space.rnumel
+        if not self.repeats or not isinstance(rnumel, int):
+            return []
+        if not any(not lp.reduction for lp in self.loops):
+            return []
+        costly = {k for k in self.repeats if self.cost.get(k, 0) >= STASH_COST}
+        out: list[_Key] = []
+        used = 0
+        for k in sorted(costly, key=lambda k: -self.cost[k]):
+            if self.later_users.get(k, set()) <= costly:
+                continue  # every later use computes another kept value from it
+            size = rnumel * max(_compute_dtype(k[-1]).itemsize, 1)
+            if used + size > SCRATCH_BYTES:
+                continue
+            used += size
+            out.append(k)
+        return out
+
+    def _row_index(self) -> Any:
+        """The position of the current element in its row: row-major over the reduction
+        loops."""
+        e: Any = 0
+        for lp in self.loops:
+            if lp.reduction:
+                e = e * lp.size + lp.var
+        return e
+
+    def _key(self, o: Operand) -> Any:
+        if isinstance(o, Literal):
+            return ("literal", o.kind, repr(o.value))
+        return self.key_of.get(o, ("value", o))
+
+    def _reuse(self, key: _Key, dst: str) -> str | None:
+        """The value that computes ``key`` where the current pass can see it: computed in this
+        pass or once per output element before it, or kept in a scratch row by an earlier pass
+        (a load from the row, named ``dst``). None: compute it."""
+        hit = self.avail.get(key)
+        if hit is not None and (hit[1] == self.phase or self.phase_kinds[hit[1]] == "x"):
+            return hit[0]
+        first = self.first.get(key)
+        if first is None or self.phase_kinds[self.phase] != "r" or first[1] == self.phase:
+            return None
+        self.repeats.add(key)
+        sc = self.scratch.get(key)
+        if sc is None:
+            return None
+        self.instrs.append(Load(dst, sc.name, self._row_index(), sc.dtype))
+        self.key_of[dst] = key
+        self.avail[key] = (dst, self.phase)
+        return dst
+
+    def _computed(self, key: _Key, name: str, cost: int) -> None:
+        """``name`` computes ``key``: it is in scope for the rest of this pass; the first
+        computation in a reduction pass of a kept key goes to its scratch row."""
+        self.key_of[name] = key
+        self.cost[key] = cost
+        self.avail[key] = (name, self.phase)
+        if self.phase_kinds[self.phase] != "r" or key in self.first:
+            return
+        self.first[key] = (name, self.phase)
+        if key in self.stash:
+            assert isinstance(self.space.rnumel, int)
+            dtype = _compute_dtype(key[-1])
+            sc = Scratch(f"row{len(self.scratch)}", dtype, self.space.rnumel)
+            self.scratch[key] = sc
+            self.instrs.append(Store(sc.name, self._row_index(), name, dtype))
+
+    def _used_outside_ops(self, o: Operand) -> None:
+        """A later pass uses ``o`` other than as an operand of an op (a store, an accumulator,
+        a mask, an index): keeping ``o`` is worth it on its own."""
+        if isinstance(o, str) and self.phase_kinds[self.phase] == "r":
+            key = self.key_of.get(o)
+            if key is not None and key in self.repeats:
+                self.later_users.setdefault(key, set()).add(None)
 
     def _kind(self, m: LoopNode, numel: Dim) -> str:
         if m.is_reduction:
@@ -310,7 +477,8 @@ class _Builder:
             dst = f"{prefix}{op.result.name}"
             names[id(op.result)] = dst
             if op.opcode == "load":
-                names[id(op.result)] = self._load(j, op, dst, index, prefix)
+                mask = names[id(op.mask)] if op.mask is not None else None
+                names[id(op.result)] = self._load(j, op, dst, index, mask)
             elif op.opcode == "indirect":
                 sym = indirect_symbol(f"%{prefix}{op.result.name}")
                 symbols[indirect_symbol("%" + op.result.name)] = sym
@@ -322,36 +490,61 @@ class _Builder:
                     f"out of bounds [0, {dim_str(op.bound)}) for "
                     + ", ".join("%" + b for b in read)
                 )
-                self.instrs.append(
-                    CheckIndex(sym.name, operand(op.operands[0]), op.bound, read, code)
-                )
+                src = operand(op.operands[0])
+                self._used_outside_ops(src)
+                self.instrs.append(CheckIndex(sym.name, src, op.bound, read, code))
                 names[id(op.result)] = sym.name
             elif op.opcode == "index":
                 assert op.dtype is not None
-                self.instrs.append(IndexValue(dst, index(op.index), op.dtype))
+                e = index(op.index)
+                key: _Key = ("index", e, op.dtype)
+                names[id(op.result)] = self._reuse(key, dst) or self._emit(
+                    IndexValue(dst, e, op.dtype), key, 0
+                )
             elif op.opcode == "constant":
                 assert op.dtype is not None
                 lit = op.operands[0]
                 assert isinstance(lit, Literal)
-                self.instrs.append(Constant(dst, lit, op.dtype))
+                key = ("constant", self._key(lit), op.dtype)
+                names[id(op.result)] = self._reuse(key, dst) or self._emit(
+                    Constant(dst, lit, op.dtype), key, 0
+                )
             else:
                 dtype = op.result.dtype
                 if dtype is None:
                     raise PlanError(
                         f"%{op.result.name} of %{m.result.name} has no dtype (verify first)", m.loc
                     )
-                self.instrs.append(
-                    Compute(dst, op.opcode, tuple(operand(o) for o in op.operands), dtype)
+                args = tuple(operand(o) for o in op.operands)
+                parts = tuple(self._key(a) for a in args)
+                key = ("op", op.opcode, parts, dtype)
+                cost = (COSTLY if op.opcode in _COSTLY_OPS else 1) + sum(
+                    self.cost.get(k, 0) for k in parts
                 )
-        return operand(m.body.result)
+                names[id(op.result)] = self._reuse(key, dst) or self._emit(
+                    Compute(dst, op.opcode, args, dtype), key, cost
+                )
+                if self.phase_kinds[self.phase] == "r":
+                    for k in parts:
+                        if k in self.repeats:
+                            self.later_users.setdefault(k, set()).add(key)
+        result = operand(m.body.result)
+        self._used_outside_ops(result)
+        return result
 
-    def _load(self, j: int, op: BodyOp, dst: str, index: Any, prefix: str) -> str:
+    def _emit(self, i: Load | Compute | Constant | IndexValue, key: _Key, cost: int) -> str:
+        self.instrs.append(i)
+        self._computed(key, i.dst, cost)
+        return i.dst
+
+    def _load(self, j: int, op: BodyOp, dst: str, index: Any, mask: str | None) -> str:
         assert op.buffer is not None
         buf = op.buffer
         made = self.values.get(buf.name)
         if made is not None and made[2] != self.phase and self.kinds[made[0]] == "full":
             # an element of an earlier pass over the reduction loops is gone by now: compute
-            # it again here (a pointwise body: cheaper than a round trip through memory)
+            # it again here (a pointwise body: cheaper than a round trip through memory; what
+            # is costly comes from a scratch row, see _reuse)
             i = made[0]
             again = self._body(i, tag=f"p{self.phase}")
             name = again if isinstance(again, str) else self._materialize(i, buf, again)
@@ -376,12 +569,21 @@ class _Builder:
             )
         if buf.name in self.local:  # pragma: no cover - the verifier forbids it
             raise PlanError(f"local %{buf.name} read before it is computed", self.members[j].loc)
-        mask = None
-        if op.mask is not None:
-            mask = f"{prefix}{op.mask.name}"
-        self.instrs.append(Load(dst, buf.name, index(op.index), buf.type.dtype, mask, op.other))
+        e = index(op.index)
         self.reads.setdefault(buf.name, buf)
-        return dst
+        if mask is not None:
+            self._used_outside_ops(mask)
+        key: _Key = (
+            "load",
+            buf.name,
+            e,
+            self._key(mask) if mask is not None else None,
+            repr(op.other),
+            buf.type.dtype,
+        )
+        return self._reuse(key, dst) or self._emit(
+            Load(dst, buf.name, e, buf.type.dtype, mask, op.other), key, 1
+        )
 
     # -- what the renderers get besides the instructions
 
@@ -486,6 +688,48 @@ def _same(a: Dim, b: Dim) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return a == b
     return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def _uses(i: Instr) -> set[str]:
+    """The value names (and indirect symbols) instruction ``i`` reads."""
+    out: set[str] = set()
+    for attr in ("index", "rindex"):
+        e = getattr(i, attr, None)
+        if e is not None and not isinstance(e, int):
+            out |= {s.name for s in e.free_symbols}
+    if isinstance(i, Load) and i.mask is not None:
+        out.add(i.mask)
+    if isinstance(i, Compute):
+        out |= {a for a in i.args if isinstance(a, str)}
+    if isinstance(i, CheckIndex):
+        out.add(i.src)
+    if isinstance(i, (Accumulate, Store)) and isinstance(i.value, str):
+        out.add(i.value)
+    return out
+
+
+# ops that can fail (an integer division by zero): kept even when their value is not used
+_MAY_FAIL = frozenset({"floordiv", "mod"})
+
+
+def _without_dead_values(instrs: list[Instr]) -> list[Instr]:
+    """``instrs`` less the values nothing reads: the operands of a value that a later pass
+    took from a scratch row instead of computing it."""
+    used: set[str] = set()
+    keep: list[Instr] = []
+    for i in reversed(instrs):
+        dead = isinstance(i, (Load, Compute, Constant, IndexValue)) and i.dst not in used
+        if dead and not (isinstance(i, Compute) and i.op in _MAY_FAIL):
+            continue
+        used |= _uses(i)
+        keep.append(i)
+    keep.reverse()
+    return keep
+
+
+def _compute_dtype(dtype: DType) -> DType:
+    """What renderers compute a value of ``dtype`` in: f16 and bf16 in f32."""
+    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
 
 
 def _reduced_dtype(m: LoopNode) -> DType:
