@@ -65,6 +65,12 @@ class CompileOptions:
         return opts
 
 
+class BackendCompileError(FirError):
+    """FIR imported and transformed a graph, but its back end failed on it (no compiler, a
+    compile error, a plan it cannot write): a fault of FIR or of the machine, not an unsupported
+    program; tests treat it as a failure even where the graph falls back to PyTorch."""
+
+
 @dataclass
 class CompiledGraph:
     """One imported graph and how to run it."""
@@ -120,7 +126,12 @@ def compile_graph_module(
     elif options.backend != "interp" and on_cpu:
         from fir.backends.compile import compile_function
 
-        compiled.program = compile_function(compiled.module.funcs[0], options.backend)
+        try:
+            compiled.program = compile_function(compiled.module.funcs[0], options.backend)
+        except FirError as e:
+            raise BackendCompileError(
+                f"the {options.backend} back end could not compile {name}: {e.message}", e.loc
+            ) from e
     if options.dump_dir:
         out = Path(options.dump_dir)
         out.mkdir(parents=True, exist_ok=True)

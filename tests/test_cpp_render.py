@@ -825,6 +825,23 @@ func @g(%x: f32[64]) -> (f32[64]) {
     assert 'extern "C" int64_t fir_kernel_expf(' in source
 
 
+def test_names_of_namespaces_and_newer_keywords() -> None:
+    # OpInfo's std.unbiased imported as a graph whose kernel was named ``std``: the namespace
+    text = """
+func @f(%std: f32[16, 24], %constexpr: f32[24]) -> (f32[16], f32[16, 24]) {
+  %size_t = add %std, %constexpr : f32[16, 24]
+  %nullptr = mul %size_t, %size_t : f32[16, 24]
+  %std2 = sum %nullptr {dims = [1]} : f32[16]
+  return %std2, %size_t
+}
+func @std(%x: f32[64]) -> (f32[64]) {
+  %decltype = exp %x : f32[64]
+  return %decltype
+}"""
+    _, source = check_against_interpreter(text, rtol=1e-5, atol=1e-5)
+    assert "int64_t std(" not in source
+
+
 def test_nested_reduction_loops() -> None:
     text = """
 func @f(%x: f32[5, 12, 37]) -> (f32[12], f32[12], f32[12]) {

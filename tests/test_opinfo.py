@@ -2,7 +2,8 @@
 
 For each selected OpInfo of ``torch.testing._internal.common_methods_invocations.op_db`` this
 takes its float32 CPU sample inputs (the first ``MAX_SAMPLES``), compiles
-``lambda *a, **k: op.op(*a, **k)`` with the fir backend (reference interpreter), runs it, and
+``lambda *a, **k: op.op(*a, **k)`` with the fir backend (its defaults: the ``fusion`` pipeline
+and the C++ back end), runs it, and
 compares with eager PyTorch within the OpInfo's float32 CPU tolerance overrides (else the
 ``assert_close`` defaults), ``equal_nan=True``.
 
@@ -18,7 +19,8 @@ Every OpInfo ends in one class:
   no graph at all;
 * ``skipped``: no float32 CPU support or no samples, random or uninitialized results, or
   listed in ``SKIPPED`` with the reason (features FIR does not model);
-* ``failed``: a result differs from eager, or compiling/running raised.
+* ``failed``: a result differs from eager, or compiling/running raised, or the C++ back end
+  could not compile a graph that FIR imported (PyTorch ran it, but that is FIR's fault).
 
 Selection (keeps the CI run at about 3.5 minutes on a two-core machine; the whole database
 takes 4 to 7, depending on load): every OpInfo named in ``SELECTED`` — those whose aten ops FIR maps, or
@@ -326,6 +328,10 @@ def run_sample(op: Any, sample: Any, tol: dict[str, float]) -> SampleResult:
         res.status, res.detail = "failed", f"mismatch {_first_line(e)}"
         return res
     notes = []
+    backend = [str(w.message) for w in caught if "back end could not compile" in str(w.message)]
+    if backend:  # imported and transformed, then the code generator failed: FIR's fault
+        res.status, res.detail = "failed", backend[0][:200]
+        return res
     whole = [str(w.message) for w in caught if "fir: running this graph" in str(w.message)]
     if whole:
         notes.append(whole[0][:160])
@@ -452,7 +458,7 @@ def write_docs(
         "# OpInfo conformance",
         "",
         "PyTorch's OpInfo database (`torch.testing._internal.common_methods_invocations.op_db`)",
-        'run through `torch.compile(backend="fir")` with the reference interpreter and compared with',
+        'run through `torch.compile(backend="fir")` (the `fusion` pipeline, C++ kernels) and compared with',
         f"eager PyTorch on float32 CPU sample inputs (at most {MAX_SAMPLES} per OpInfo), within each",
         "OpInfo's float32 tolerance overrides. This page is written by `tests/test_opinfo.py`, whose",
         "docstring gives the selection rule and the classes:",
@@ -461,7 +467,8 @@ def write_docs(
         "- **fallback**: results matched, but some aten op ran as an extern call of PyTorch, Dynamo broke",
         "  the graph, or the fir backend handed the whole graph back to PyTorch;",
         "- **skipped**: no float32 CPU samples, random or uninitialized results;",
-        "- **failed**: a mismatch or an exception (the suite fails on any).",
+        "- **failed**: a mismatch, an exception, or a graph the C++ back end could not compile (the",
+        "  suite fails on any).",
         "",
         "## Re-running",
         "",

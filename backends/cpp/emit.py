@@ -55,6 +55,13 @@ _RESERVED_WORDS = (
     "private public return short signed sizeof static struct switch template this throw true "
     "try typedef union unsigned using void volatile while args sizes error_value main l "
     "int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t INT64_MIN INT64_C "
+    # the rest of C++17's keywords and alternative tokens, and names every unit sees (a local
+    # or a kernel named ``std`` hides the namespace)
+    "alignas alignof asm bitand bitor compl and_eq or_eq xor_eq not_eq char16_t char32_t "
+    "wchar_t const_cast dynamic_cast reinterpret_cast static_cast constexpr decltype explicit "
+    "export friend mutable noexcept nullptr protected register static_assert thread_local "
+    "typeid typename virtual concept requires co_await co_return co_yield char8_t consteval "
+    "constinit std size_t ptrdiff_t intptr_t uintptr_t NULL errno assert offsetof "
 )
 RESERVED = set(_RESERVED_WORDS.split())
 REDUCED = (DType.F16, DType.BF16)  # stored as 16 bits, computed as float
