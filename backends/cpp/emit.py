@@ -134,6 +134,7 @@ class Emitter:
         # arrays, indexed by the lane ``l``, that loads read from and stores write to
         self.f16_in: dict[str, str] = {}  # load's value -> array
         self.f16_out: dict[Store, str] = {}
+        self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.tiled)
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
         self._name_everything()
         self.int_values = {n for n, d in self.dtypes.items() if not d.is_float and not d.is_bool}
