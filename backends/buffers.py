@@ -108,9 +108,12 @@ def _mapping(size: int) -> tuple[mmap.mmap, int] | None:
 
 
 def allocate(
-    elements: int, dtype: torch.dtype, shape: tuple[int, ...] | None = None
+    elements: int, dtype: torch.dtype, shape: tuple[int, ...] | None = None, device: str = "cpu"
 ) -> torch.Tensor:
-    """``elements`` uninitialised elements of ``dtype``, flat or in ``shape``."""
+    """``elements`` uninitialised elements of ``dtype``, flat or in ``shape``, on ``device``
+    (a GPU's memory comes from PyTorch's caching allocator, which already recycles it)."""
+    if device != "cpu":
+        return torch.empty(shape if shape is not None else elements, dtype=dtype, device=device)
     itemsize = _ITEMSIZE.get(dtype) or torch.empty(0, dtype=dtype).element_size()
     nbytes = elements * itemsize
     if nbytes < LARGE_BUFFER or not hasattr(mmap, "MADV_HUGEPAGE"):

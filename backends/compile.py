@@ -13,12 +13,22 @@ from fir.ir.graph import Graph
 from .plan import plan_program
 from .runtime import CompiledProgram
 
-BACKENDS = ("cpp",)
+BACKENDS = ("cpp", "triton")
 
 
-def compile_function(g: Graph, backend: str = "cpp") -> CompiledProgram:
+def compile_function(g: Graph, backend: str = "cpp", device: str | None = None) -> CompiledProgram:
+    """``g`` compiled by ``backend``: ``cpp`` for CPU tensors, ``triton`` for CUDA tensors
+    (``device`` defaults to ``cuda``; under ``TRITON_INTERPRET=1`` to ``cpu``, where the
+    interpreter runs the kernels on CPU tensors)."""
     if backend not in BACKENDS:
         raise FirError(f"unknown code generator '{backend}' (choose from {', '.join(BACKENDS)})")
+    if backend == "triton":
+        from .triton import build_program as build_triton
+        from .triton import default_device, plan_for_triton
+
+        device = device or default_device()
+        plan = plan_for_triton(g)
+        return CompiledProgram(plan, build_triton(plan, device), device)
     plan = plan_program(g)
     from .cpp import build_program
 

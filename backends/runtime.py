@@ -43,7 +43,12 @@ class RuntimeInputError(FirError, TypeError):
 
 
 class Kernels(Protocol):
-    def call(self, name: str, pointers: list[int], sizes: list[int]) -> tuple[int, int]: ...
+    """A back end's compiled kernels. ``call`` takes data pointers (or, where the kernels set
+    ``takes_tensors``, the storages' tensors) and the size values, and returns an error code and
+    value (0: none). Kernels that report errors later (a GPU's, asynchronously) return 0 and
+    give them from ``finish()`` after the call: ``(kernel, code, value)`` or None."""
+
+    def call(self, name: str, pointers: list[Any], sizes: list[int]) -> tuple[int, int]: ...
 
 
 @dataclass
@@ -63,6 +68,8 @@ class CompiledProgram:
         self.plan = plan
         self.kernels = kernels
         self.device = device
+        self.tensors = bool(getattr(kernels, "takes_tensors", False))
+        self.finish = getattr(kernels, "finish", None)
         self.symbols = {
             name: sympy.Symbol(name, integer=True, positive=True) for name in plan.sizes
         }
@@ -158,20 +165,32 @@ class CompiledProgram:
 
     def _call_fast(self, fast: dict[str, Any], inputs: Sequence[torch.Tensor]) -> Any:
         storages: list[Any] = [None] * fast["storages"]
+        device = self.device
         for (dtype, shape, number), x in zip(fast["inputs"], inputs):
-            if x.dtype != dtype or x.shape != shape or not x.is_contiguous() or x.is_cuda:
+            if (
+                x.dtype != dtype
+                or x.shape != shape
+                or not x.is_contiguous()
+                or x.device.type != device
+            ):
                 return None  # the general path checks it, copies it or says what is wrong
             storages[number] = x
         call = self.kernels.call
+        tensors = self.tensors
         for _, name, sizes, args, drops in fast["steps"]:
             for number, shape, elements, dtype in sizes:
                 if storages[number] is None:
-                    storages[number] = allocate(elements, dtype, shape)
-            code, value = call(name, [storages[s].data_ptr() for s in args], ())
+                    storages[number] = allocate(elements, dtype, shape, device)
+            if tensors:
+                code, value = call(name, [storages[s] for s in args], ())
+            else:
+                code, value = call(name, [storages[s].data_ptr() for s in args], ())
             if code:
                 self._raise(name, code, value)
             for number in drops:
                 storages[number] = None
+        if self.finish is not None:
+            self._finish()
         out = []
         for is_input, where, layout in fast["outputs"]:
             if is_input:
@@ -182,6 +201,12 @@ class CompiledProgram:
                 shape, strides, offset = layout
                 out.append(torch.as_strided(storages[where], shape, strides, offset))
         return out
+
+    def _finish(self) -> None:
+        failed = self.finish() if self.finish is not None else None
+        if failed is not None:
+            kernel, code, value = failed
+            self._raise(kernel, code, value)
 
     def _raise(self, kernel: str, code: int, value: int) -> None:
         if code == DIVISION_BY_ZERO:
@@ -221,6 +246,7 @@ class CompiledProgram:
             # a view (AliasStep) needs nothing at run time: its tensor is made when read
             for s in self.drops.get(k, ()):
                 run.free(s)
+        self._finish()
         return [run.output(name, inputs) for name in self.plan.outputs]
 
     def _bind(self, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
@@ -322,7 +348,7 @@ class _Call:
             flat, base = _flat_view(x, offset)
         if flat is None or base < 0:
             elements = max(self.dim(t.storage_size()), 1)
-            flat = torch.zeros(elements, dtype=x.dtype)
+            flat = torch.zeros(elements, dtype=x.dtype, device=x.device)
             _scatter(flat, x, shape, strides, offset)
             base = 0
         self.storages[b.storage] = flat
@@ -337,7 +363,7 @@ class _Call:
             size = (elements, _dtype_of_storage(self.plan, number))
             if self.p.static:
                 self.p.storage_sizes[number] = size
-        self.storages[number] = allocate(size[0], size[1])
+        self.storages[number] = allocate(size[0], size[1], device=self.p.device)
         self.bases[number] = 0
 
     def free(self, number: int) -> None:
@@ -357,9 +383,19 @@ class _Call:
 
     # steps
 
+    def flat(self, name: str) -> torch.Tensor:
+        """Buffer ``name``'s storage as a flat tensor that starts at its element 0."""
+        b = self.plan.buffers[name]
+        flat = self.storages[b.storage]
+        base = self.bases[b.storage]
+        return flat if base == 0 else flat[base:]
+
     def kernel(self, step: KernelStep) -> None:
         plan = step.plan
-        pointers = [self.pointer(a.name) for a in plan.args]
+        if self.p.tensors:
+            pointers: list[Any] = [self.flat(a.name) for a in plan.args]
+        else:
+            pointers = [self.pointer(a.name) for a in plan.args]
         sizes = self.size_args.get(plan.name)
         if sizes is None:
             sizes = self.size_args[plan.name] = [self.sizes[s] for s in plan.sizes]
@@ -441,11 +477,11 @@ def _scatter(
     several elements share a position (a stride 0) takes one of them, as the function expects
     them equal."""
     if any(s == 0 and n > 1 for n, s in zip(shape, strides)):
-        index = torch.full(shape, offset, dtype=torch.int64)
+        index = torch.full(shape, offset, dtype=torch.int64, device=flat.device)
         for k, (n, s) in enumerate(zip(shape, strides)):
             view = [1] * len(shape)
             view[k] = n
-            index = index + torch.arange(n).view(view) * s
+            index = index + torch.arange(n, device=flat.device).view(view) * s
         flat[index.reshape(-1)] = x.reshape(-1).to(flat.dtype)
         return
     torch.as_strided(flat, shape, strides, offset).copy_(x)

@@ -6,10 +6,12 @@ Options (``torch.compile(..., options={...})``):
   ordered, planned loop level);
 * ``dump_dir``: write the ``.fir`` of every graph after import and after every pass, so any
   stage can be replayed with ``fir-opt``;
-* ``backend``: what runs the compiled program: ``"cpp"`` (default: C++/OpenMP kernels,
-  :mod:`fir.backends.cpp`, for CPU tensors) or ``"interp"`` (the reference interpreter, any
-  pipeline). Tensors on another device run with PyTorch, with a warning, until a back end for
-  it exists;
+* ``backend``: what runs the compiled program: by default the back end of the inputs' device,
+  ``"cpp"`` for CPU tensors (C++/OpenMP kernels, :mod:`fir.backends.cpp`) and ``"triton"`` for
+  CUDA tensors (:mod:`fir.backends.triton`); or ``"interp"`` (the reference interpreter, any
+  pipeline). Tensors on another device run with PyTorch, with a warning;
+* ``cuda_graphs``: capture each compiled CUDA graph module in a CUDA graph on its second call
+  and replay it after (default False): one launch per call instead of one per kernel;
 * ``fallback``: on a graph FIR cannot import or compile, run it with PyTorch (default True)
   instead of raising.
 """
@@ -30,8 +32,9 @@ from fir.ir.printer import print_module
 
 from .fx_import import ImportReport, import_graph_module
 
-RUNNERS = ("cpp", "interp")
-PLANNED_RUNNERS = ("llvm", "triton")
+RUNNERS = ("cpp", "triton", "interp")
+PLANNED_RUNNERS = ("llvm",)
+DEVICE_BACKENDS = {"cpu": "cpp", "cuda": "triton"}
 _graph_ids = itertools.count()
 
 
@@ -39,8 +42,9 @@ _graph_ids = itertools.count()
 class CompileOptions:
     pipeline: str = "fusion"
     dump_dir: str | None = None
-    backend: str = "cpp"
+    backend: str | None = None  # None: the inputs' device's (DEVICE_BACKENDS)
     fallback: bool = True
+    cuda_graphs: bool = False
 
     @staticmethod
     def from_dict(options: dict[str, Any] | None) -> CompileOptions:
@@ -50,10 +54,11 @@ class CompileOptions:
                 known = ", ".join(CompileOptions.__dataclass_fields__)
                 raise FirError(f"unknown fir backend option '{key}' (options: {known})")
             setattr(opts, key, value)
-        if opts.backend not in RUNNERS:
+        if opts.backend is not None and opts.backend not in RUNNERS:
             if opts.backend in PLANNED_RUNNERS:
                 raise FirError(
-                    f"fir backend '{opts.backend}' is not available yet; use 'cpp' or 'interp'"
+                    f"fir backend '{opts.backend}' is not available yet; use "
+                    "'cpp', 'triton' or 'interp'"
                 )
             raise FirError(
                 f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})"
@@ -114,24 +119,30 @@ def compile_graph_module(
         compiled.stages.append((p.name, print_module(m)))
 
     compiled.module = pipeline.run(module, after_pass=after)
-    on_cpu = all(not isinstance(x, torch.Tensor) or x.device.type == "cpu" for x in example_inputs)
+    backend = choose_backend(options, example_inputs)
     at_tensor_level = any(isinstance(n, TensorOp) for f in compiled.module.funcs for n in f.nodes)
-    if options.backend != "interp" and on_cpu and at_tensor_level:
+    if backend not in (None, "interp") and at_tensor_level:
         warnings.warn(
             f"fir: pipeline '{options.pipeline}' leaves {name} at tensor level, which the "
-            f"'{options.backend}' back end cannot compile: the interpreter runs it (use a "
+            f"'{backend}' back end cannot compile: the interpreter runs it (use a "
             "pipeline that ends at loop level, such as 'fusion')",
             stacklevel=2,
         )
-    elif options.backend != "interp" and on_cpu:
+    elif backend not in (None, "interp"):
         from fir.backends.compile import compile_function
 
         try:
-            compiled.program = compile_function(compiled.module.funcs[0], options.backend)
+            compiled.program = compile_function(
+                compiled.module.funcs[0], backend, device=_device(example_inputs)
+            )
         except FirError as e:
             raise BackendCompileError(
-                f"the {options.backend} back end could not compile {name}: {e.message}", e.loc
+                f"the {backend} back end could not compile {name}: {e.message}", e.loc
             ) from e
+        if options.cuda_graphs and compiled.program.device == "cuda":
+            from fir.backends.graphs import CudaGraphProgram
+
+            compiled.program = CudaGraphProgram(compiled.program)
     if options.dump_dir:
         out = Path(options.dump_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -163,9 +174,9 @@ def fir_backend(
             warnings.warn(f"fir: running this graph with PyTorch: {e.message}", stacklevel=2)
             return make_boxed_func(fx_gm.forward)
 
-        if any(isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in inputs):
+        if compiled.program is None and choose_backend(opts, inputs) is None:
             # FIR has compiled the graph (fir.explain reports its kernels), but it generates no
-            # code for this device yet: PyTorch runs it
+            # code for this device: PyTorch runs it
             warnings.warn(
                 f"fir: {compiled.name} takes {_devices(inputs)} tensors, which FIR has no back "
                 "end for yet: PyTorch runs this graph (FIR's kernels are reported, not run)",
@@ -184,6 +195,26 @@ def fir_backend(
         fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward)
     )
     return backend(gm, example_inputs)
+
+
+def _device(inputs: Sequence[Any]) -> str:
+    kinds = {x.device.type for x in inputs if isinstance(x, torch.Tensor)}
+    return "cuda" if "cuda" in kinds else ("cpu" if kinds <= {"cpu"} else sorted(kinds)[0])
+
+
+def choose_backend(options: CompileOptions, inputs: Sequence[Any]) -> str | None:
+    """The back end that runs a graph on ``inputs``: the option's, else the device's; None
+    where FIR has none for the device (PyTorch runs the graph)."""
+    device = _device(inputs)
+    if options.backend == "interp":
+        return "interp" if device == "cpu" else None
+    if options.backend is None:
+        return DEVICE_BACKENDS.get(device)
+    if options.backend == "triton":
+        from fir.backends.triton import default_device
+
+        return "triton" if device == default_device() else None
+    return options.backend if device == "cpu" else None
 
 
 def _devices(inputs: Sequence[Any]) -> str:

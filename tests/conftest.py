@@ -9,3 +9,15 @@ import sys
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+
+# Without a GPU, Triton kernels run in Triton's interpreter (tests/test_triton.py). Triton reads
+# the switch when it is first imported (its own library functions are made then), so it is set
+# here, before any test module imports Triton.
+try:
+    import torch
+
+    _GPU = torch.cuda.is_available()
+except ImportError:  # pragma: no cover - torch is a dependency
+    _GPU = False
+if not _GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -33,10 +33,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backend",
-        choices=["interp", "cpp"],
+        choices=["interp", "cpp", "triton"],
         default="interp",
         help="run with the reference interpreter (default) or compile with a code generator "
-        "(cpp: C++/OpenMP; the program must be at loop level after the pipeline, e.g. "
+        "(cpp: C++/OpenMP; triton: CUDA, or Triton's interpreter with TRITON_INTERPRET=1; the "
+        "program must be at loop level after the pipeline, e.g. "
         "-p fusion)",
     )
     p.add_argument(
@@ -200,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             program = compile_function(graph, args.backend)
             compile_s = time.perf_counter() - start
+            if program.device != "cpu":
+                inputs = [x.to(program.device) for x in inputs]
             outputs = program(*inputs)
+            if program.device != "cpu":
+                outputs = [t.cpu() for t in outputs]
             if args.bench:
                 bench = benchmark(program, inputs, max(args.repeat, 1), compile_s)
     except InterpreterMemoryError as e:

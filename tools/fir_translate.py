@@ -2,6 +2,7 @@
 
     fir-translate prog.fir -p fusion --target plan   # the kernel plans (all back ends share them)
     fir-translate prog.fir -p fusion --target cpp    # the C++/OpenMP translation unit
+    fir-translate prog.fir -p fusion --target triton # the Triton module (CUDA)
 
 The program must be at loop level when the pipeline is done (``-p fusion`` takes a tensor-level
 program there). Errors are located, exit status 1.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from fir.tools.cli import ArgParser, run_main
 
-TARGETS = ("plan", "cpp")
+TARGETS = ("plan", "cpp", "triton")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
 def translate(module: object, target: str) -> str:
     from fir.backends.plan import plan_module
 
+    if target == "triton":
+        from fir.backends.triton.render import PERSISTENT_MAX
+        from fir.backends.triton.render import render_program as render_triton
+
+        plans = plan_module(module, scratch_rows=PERSISTENT_MAX)  # type: ignore[arg-type]
+        return "\n".join(render_triton(p)[0] for p in plans)
     plans = plan_module(module)  # type: ignore[arg-type]
     if target == "plan":
         return "\n".join(p.text() for p in plans)

@@ -181,12 +181,19 @@ class KernelPlan:
 # ---------------------------------------------------------------------------------------------
 
 
-def plan_kernel(step: Step, name: str, first_error: int = 1) -> KernelPlan:
+def plan_kernel(
+    step: Step, name: str, first_error: int = 1, scratch_rows: int | None = None
+) -> KernelPlan:
     """The plan of ``step`` (a kernel, or one loop node), named ``name``; its error codes start
-    at ``first_error`` (codes are unique in a program)."""
+    at ``first_error`` (codes are unique in a program). ``scratch_rows``: keep scratch rows only
+    for reductions of at most this many elements (a renderer that holds a row in registers
+    only up to a size; None: any row within :data:`SCRATCH_BYTES`)."""
     builder = _Builder(step, name, first_error)
     plan = builder.build()
     keep = builder.worth_keeping()
+    rnumel = plan.rnumel
+    if scratch_rows is not None and (not isinstance(rnumel, int) or rnumel > scratch_rows):
+        keep = []
     if not keep:
         return plan
     # again, with the costly values that later passes read kept in scratch rows

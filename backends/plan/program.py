@@ -97,13 +97,14 @@ class ProgramPlan:
         return text + "".join("\n" + p.text() for p in self.kernels())
 
 
-def plan_module(m: Module) -> list[ProgramPlan]:
-    return [plan_program(g) for g in m.funcs]
+def plan_module(m: Module, scratch_rows: int | None = None) -> list[ProgramPlan]:
+    return [plan_program(g, scratch_rows) for g in m.funcs]
 
 
-def plan_program(g: Graph) -> ProgramPlan:
+def plan_program(g: Graph, scratch_rows: int | None = None) -> ProgramPlan:
     """The plan of ``g``, a function after the ``fusion`` pipeline (or any loop-level program:
-    without memory-plan annotations every buffer gets its own storage)."""
+    without memory-plan annotations every buffer gets its own storage). ``scratch_rows``: see
+    :func:`~.kernel.plan_kernel`."""
     for n in g.nodes:
         if isinstance(n, TensorOp):
             raise PlanError(
@@ -140,7 +141,7 @@ def plan_program(g: Graph) -> ProgramPlan:
         if isinstance(first, LoopNode):
             name = st.kernel.name if st.kernel is not None else first.result.name
             name = _unique(_c_name(name), kernel_names)
-            plan = plan_kernel(st, name, next_error)
+            plan = plan_kernel(st, name, next_error, scratch_rows)
             next_error += len(plan.errors)
             errors.update(plan.errors)
             out_steps.append(KernelStep(plan))

@@ -1,0 +1,112 @@
+"""Build and load: the Triton of a program -> a Python module in the cache -> launchers.
+
+Triton needs a kernel's source in a file (it reads it back for its own cache key and error
+messages), so the module goes into the shared cache (``$FIR_CACHE_DIR/triton``), named by a
+hash of the source and the Triton version, written atomically, and imported from there.
+Triton compiles each kernel at its first launch (for the argument types and alignments it
+sees); :meth:`TritonKernels.warm_up` compiles every kernel of a program at once, in parallel,
+before the first call.
+
+Errors: a kernel that can fail (a checked indirect index, an integer division) takes the
+program's error buffer, two int64 on the device: the failing code and the index. The runtime
+reads it once after a call (:meth:`TritonKernels.finish`) when any kernel of the program can
+fail, and raises; the buffer is cleared, so the process and the device stay usable (a device
+assert, by contrast, would end the CUDA context).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from fir.backends.cache import Cache, cache_key
+from fir.backends.plan import ProgramPlan
+from fir.ir.errors import FirError
+
+from .render import Config, render_program
+
+# error codes of integer division by zero: -1 - (the kernel's position in the program)
+DIVISION_BASE = -1
+
+
+class TritonBuildError(FirError):
+    """The generated Triton module could not be written or imported."""
+
+
+def triton_version() -> str:
+    import triton
+
+    return str(triton.__version__)
+
+
+def module_path(source: str, cache: Cache | None = None) -> Path:
+    cache = cache or Cache("triton")
+    key = cache_key(source, triton_version())
+    name = f"fir_{key[:32]}.py"
+    hit = cache.lookup(name)
+    return hit if hit is not None else cache.write_text(name, source)
+
+
+def load_module(path: Path) -> Any:
+    name = f"fir_triton_{path.stem}"
+    known = sys.modules.get(name)
+    if known is not None and getattr(known, "__file__", None) == str(path):
+        return known
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has one
+        raise TritonBuildError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # a bug of the renderer: show where the source is
+        del sys.modules[name]
+        raise TritonBuildError(f"generated Triton module {path} does not load: {e}") from e
+    return module
+
+
+class TritonKernels:
+    """The launchers of a program's kernels, by name; tensors in, nothing out (errors go to
+    the error buffer, read by :meth:`finish`)."""
+
+    takes_tensors = True
+
+    def __init__(self, plan: ProgramPlan, device: str, cache: Cache | None = None) -> None:
+        source, configs = render_program(plan)
+        self.source = source
+        self.configs: dict[str, Config] = {name: c for name, (c, _) in configs.items()}
+        self.path = module_path(source, cache)
+        self.module = load_module(self.path)
+        self.launchers = {name: getattr(self.module, f"launch_{name}") for name in configs}
+        self.order = list(configs)
+        self.fails = any(f for _, f in configs.values())
+        self.device = device
+        self.err = torch.zeros(2, dtype=torch.int64, device=device) if self.fails else None
+
+    def names(self) -> list[str]:
+        return list(self.launchers)
+
+    def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
+        self.launchers[name](args, sizes, self.err)
+        return 0, 0
+
+    def finish(self) -> tuple[str, int, int] | None:
+        """After a call: the kernel, code and value of a failure its kernels reported, if any
+        (one device read, only for programs whose kernels can fail)."""
+        if self.err is None:
+            return None
+        code, value = (int(v) for v in self.err.tolist())
+        if code == 0:
+            return None
+        self.err.zero_()
+        if code <= DIVISION_BASE:
+            return self.order[DIVISION_BASE - code], -1, value
+        return "", code, value
+
+
+def build_program(plan: ProgramPlan, device: str, cache: Cache | None = None) -> TritonKernels:
+    return TritonKernels(plan, device, cache)

@@ -1,0 +1,218 @@
+"""``@triton.jit`` helpers that generated kernels call: torch's semantics where Triton's
+operators differ (NaN-propagating max/min, floor division and remainder, shifts past the width),
+accumulator merges for ``tl.reduce``, and digamma (libdevice has none).
+
+Generated modules import everything here (``from fir.backends.triton.helpers import *``) and
+call math through ``ld``: CUDA's libdevice when compiling, and :mod:`.interp_math` (numpy) under
+``TRITON_INTERPRET=1``, where libdevice's externs cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+if os.environ.get("TRITON_INTERPRET") == "1":  # pragma: no cover - chosen at import
+    from . import interp_math as ld
+else:
+    from triton.language.extra import libdevice as ld
+
+__all__ = [
+    "fir_any_combine",
+    "fir_argmax_combine",
+    "fir_argmin_combine",
+    "fir_digamma",
+    "fir_fdiv",
+    "fir_floordiv_float",
+    "fir_floordiv_int",
+    "fir_idiv",
+    "fir_imod",
+    "fir_max",
+    "fir_max_combine",
+    "fir_min",
+    "fir_min_combine",
+    "fir_mod_float",
+    "fir_mod_int",
+    "fir_prod_combine",
+    "fir_shl",
+    "fir_shr",
+    "fir_sign",
+    "fir_sum_combine",
+    "fir_welford_combine",
+    "ld",
+    "tl",
+    "triton",
+]
+
+
+@triton.jit
+def fir_fdiv(a, b):
+    # IEEE division of tensors: tl.div_rn takes f32 only, and f64's `/` is IEEE already
+    if a.dtype == tl.float64:
+        return a / b
+    else:
+        return tl.div_rn(a, b)
+
+
+@triton.jit
+def fir_max(a, b):
+    # NaN wins, as in torch.maximum
+    return tl.where((a != a) | (a > b), a, b)
+
+
+@triton.jit
+def fir_min(a, b):
+    return tl.where((a != a) | (a < b), a, b)
+
+
+@triton.jit
+def fir_sign(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+@triton.jit
+def fir_mod_float(a, b):
+    # Python's remainder: the sign of the divisor
+    m = ld.fmod(a, b)
+    return tl.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
+@triton.jit
+def fir_floordiv_float(a, b):
+    # torch's floor_divide of floats: through fmod, so that a // b * b + a % b == a, rounded to
+    # the nearest integer; a zero divisor gives a / b (inf or nan)
+    m = ld.fmod(a, b)
+    d = fir_fdiv(a - m, b)
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = ld.floor(d)
+    r = tl.where(d - f > 0.5, f + 1.0, f)
+    q = fir_fdiv(tl.zeros_like(m) + a, b)
+    r = tl.where(d == 0, ld.copysign(d * 0.0, q), r)
+    return tl.where(b == 0, q, r)
+
+
+@triton.jit
+def fir_floordiv_int(a, b):
+    # the caller has replaced a zero divisor (and reported it)
+    q = a // b
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
+def fir_mod_int(a, b):
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def fir_idiv(a, b):
+    # index expressions: floor division by a positive divisor, any dividend
+    q = a // b
+    return tl.where((a % b) < 0, q - 1, q)
+
+
+@triton.jit
+def fir_imod(a, b):
+    r = a % b
+    return tl.where(r < 0, r + b, r)
+
+
+@triton.jit
+def fir_shl(a, b):
+    bits: tl.constexpr = a.dtype.primitive_bitwidth
+    inside = (b >= 0) & (b < bits)
+    return tl.where(inside, a << tl.where(inside, b, 0), 0)
+
+
+@triton.jit
+def fir_shr(a, b):
+    bits: tl.constexpr = a.dtype.primitive_bitwidth
+    inside = (b >= 0) & (b < bits)
+    return a >> tl.where(inside, b, bits - 1)
+
+
+@triton.jit
+def fir_digamma(x):
+    # reflection below zero, the recurrence up to 10, then the asymptotic series (its next term
+    # is below 1e-16 there); digamma(+-0) is -+inf and a negative integer NaN, as torch's.
+    # Constants go through tl.full: a Python float would be rounded to f32 first.
+    neg = x < 0
+    y = tl.where(neg, 1.0 - x, x)
+    one = tl.full(y.shape, 1.0, y.dtype)
+    acc = tl.zeros_like(y)
+    for _ in tl.static_range(10):
+        small = y < 10.0
+        acc = acc - tl.where(small, fir_fdiv(one, y), 0.0)
+        y = tl.where(small, y + 1.0, y)
+    z = fir_fdiv(one, y * y)
+    series = tl.full(y.shape, 0.021092796092796094, y.dtype)
+    series = tl.full(y.shape, 0.007575757575757576, y.dtype) - z * series
+    series = tl.full(y.shape, 0.004166666666666667, y.dtype) - z * series
+    series = tl.full(y.shape, 0.003968253968253968, y.dtype) - z * series
+    series = tl.full(y.shape, 0.008333333333333333, y.dtype) - z * series
+    series = z * (tl.full(y.shape, 0.08333333333333333, y.dtype) - z * series)
+    r = acc + ld.log(y) - 0.5 * fir_fdiv(one, y) - series
+    pi = tl.full(y.shape, 3.141592653589793, y.dtype)
+    r = tl.where(neg, r - fir_fdiv(pi, ld.tan(pi * x)), r)
+    whole = (x == ld.floor(x)) & (x < 0)
+    r = tl.where(whole, float("nan"), r)
+    return tl.where(x == 0, ld.copysign(one * float("inf"), -x), r)
+
+
+# -- merges for tl.reduce (the lanes of an accumulator, then the block)
+
+
+@triton.jit
+def fir_sum_combine(a, b):
+    return a + b
+
+
+@triton.jit
+def fir_prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def fir_max_combine(a, b):
+    return fir_max(a, b)
+
+
+@triton.jit
+def fir_min_combine(a, b):
+    return fir_min(a, b)
+
+
+@triton.jit
+def fir_any_combine(a, b):
+    return a | b
+
+
+@triton.jit
+def fir_argmax_combine(a, ai, b, bi):
+    # the first position of the largest value, NaN the largest; an index < 0 is an empty lane
+    an = a != a
+    bn = b != b
+    tie = ((a == b) | (an & bn)) & (bi < ai)
+    take = (bi >= 0) & ((ai < 0) | (b > a) | tie | (bn & ~an))
+    return tl.where(take, b, a), tl.where(take, bi, ai)
+
+
+@triton.jit
+def fir_argmin_combine(a, ai, b, bi):
+    an = a != a
+    bn = b != b
+    tie = ((a == b) | (an & bn)) & (bi < ai)
+    take = (bi >= 0) & ((ai < 0) | (b < a) | tie | (bn & ~an))
+    return tl.where(take, b, a), tl.where(take, bi, ai)
+
+
+@triton.jit
+def fir_welford_combine(am, a2, an, bm, b2, bn):
+    # Chan's merge of two (mean, m2, count) states
+    n = an + bn
+    t = tl.where(n == 0, 0.0, fir_fdiv(bn, tl.where(n == 0, 1.0, n)))
+    d = bm - am
+    return am + d * t, a2 + b2 + d * d * an * t, n

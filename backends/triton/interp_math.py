@@ -1,0 +1,85 @@
+"""libdevice's functions for ``TRITON_INTERPRET=1``: the interpreter runs a kernel as Python
+over numpy arrays and cannot call CUDA's libdevice (its externs raise there), so generated code
+and :mod:`.helpers` call math through this module instead. Each function computes with torch's
+own operator on the lanes, in the lanes' dtype, so the interpreter's results are eager's.
+
+Only imported when ``TRITON_INTERPRET=1``; names mirror ``triton.language.extra.libdevice``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import triton.language as tl
+from triton.runtime.interpreter import TensorHandle
+
+
+def _data(x: Any) -> tuple[np.ndarray, Any]:
+    if isinstance(x, tl.tensor):
+        return np.asarray(x.handle.data), x
+    return np.asarray(x, dtype=np.float32), None
+
+
+def _wrap(data: np.ndarray, like: Any, dtype: Any = None) -> tl.tensor:
+    scalar = dtype if dtype is not None else like.dtype.scalar
+    block = like.type if dtype is None else _block(like, scalar)
+    return tl.tensor(TensorHandle(np.ascontiguousarray(data), scalar), block)
+
+
+def _block(like: Any, scalar: Any) -> Any:
+    if like.type.is_block():
+        return tl.block_type(scalar, like.type.get_block_shapes())
+    return scalar
+
+
+def _torch(fn: Callable[..., torch.Tensor], arity: int = 1) -> Callable[..., tl.tensor]:
+    def run(*args: Any) -> tl.tensor:
+        datas, likes = zip(*(_data(a) for a in args[:arity]))
+        like = next(t for t in likes if t is not None)
+        dtype = np.asarray(like.handle.data).dtype
+        arrays = np.broadcast_arrays(*[np.asarray(d, dtype=dtype) for d in datas])
+        out = fn(*[torch.from_numpy(np.array(a)) for a in arrays]).numpy()
+        if out.dtype == np.bool_:
+            return _wrap(out.astype(np.int32), like, tl.int32)
+        return _wrap(out.astype(dtype), like)
+
+    return run
+
+
+fmod = _torch(torch.fmod, 2)
+pow = _torch(torch.pow, 2)  # noqa: A001 (libdevice's name)
+atan2 = _torch(torch.atan2, 2)
+hypot = _torch(torch.hypot, 2)
+copysign = _torch(torch.copysign, 2)
+floor = _torch(torch.floor)
+ceil = _torch(torch.ceil)
+rint = _torch(torch.round)
+trunc = _torch(torch.trunc)
+exp = _torch(torch.exp)
+exp2 = _torch(torch.exp2)
+expm1 = _torch(torch.expm1)
+log = _torch(torch.log)
+log2 = _torch(torch.log2)
+log10 = _torch(torch.log10)
+log1p = _torch(torch.log1p)
+sqrt = _torch(torch.sqrt)
+sin = _torch(torch.sin)
+cos = _torch(torch.cos)
+tan = _torch(torch.tan)
+asin = _torch(torch.asin)
+acos = _torch(torch.acos)
+atan = _torch(torch.atan)
+sinh = _torch(torch.sinh)
+cosh = _torch(torch.cosh)
+tanh = _torch(torch.tanh)
+asinh = _torch(torch.asinh)
+acosh = _torch(torch.acosh)
+atanh = _torch(torch.atanh)
+erf = _torch(torch.erf)
+erfc = _torch(torch.erfc)
+erfinv = _torch(torch.erfinv)
+lgamma = _torch(torch.lgamma)
+signbit = _torch(torch.signbit)

@@ -1,0 +1,229 @@
+"""The Triton back end's tables: IR op -> Triton expression, dtype -> ``tl`` type, literals,
+and what each reduction kind starts from.
+
+Entries are ``str.format`` patterns over operand names (``{0}``, ``{1}``, ``{2}``); the helpers
+they call (``fir_*``) are ``@triton.jit`` functions of :mod:`.prelude`, written once for every
+dtype where the semantics differ (torch's floor division of ints and of floats). Math goes
+through libdevice (``ld.*``), and division is IEEE division (``tl.div_rn``: Triton's ``/``
+on f32 is CUDA's approximate one). f16 and bf16 values are computed in f32: loads widen, stores narrow, a ``cast`` to
+them rounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fir.backends.cpp.ops import round_to
+from fir.ir.dtypes import DType
+from fir.ir.graph import Literal
+
+# Elementwise ops over float (or any) operands.
+OPS: dict[str, str] = {
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "div": "tl.div_rn({0}, {1})",
+    "neg": "-{0}",
+    "abs": "tl.abs({0})",
+    "square": "{0} * {0}",
+    "reciprocal": "tl.div_rn(1.0, {0})",
+    "maximum": "fir_max({0}, {1})",
+    "minimum": "fir_min({0}, {1})",
+    "floordiv": "fir_floordiv_float({0}, {1})",
+    "mod": "fir_mod_float({0}, {1})",
+    "fmod": "ld.fmod({0}, {1})",
+    "pow": "ld.pow({0}, {1})",
+    "atan2": "ld.atan2({0}, {1})",
+    "hypot": "ld.hypot({0}, {1})",
+    "copysign": "ld.copysign({0}, {1})",
+    "relu": "tl.where({0} < 0, 0.0, {0})",
+    "sign": "fir_sign({0})",
+    "floor": "ld.floor({0})",
+    "ceil": "ld.ceil({0})",
+    "round": "ld.rint({0})",
+    "trunc": "ld.trunc({0})",
+    "exp": "ld.exp({0})",
+    "exp2": "ld.exp2({0})",
+    "expm1": "ld.expm1({0})",
+    "log": "ld.log({0})",
+    "log2": "ld.log2({0})",
+    "log10": "ld.log10({0})",
+    "log1p": "ld.log1p({0})",
+    "sqrt": "ld.sqrt({0})",
+    "rsqrt": "tl.div_rn(1.0, ld.sqrt({0}))",
+    "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})",
+    "tan": "ld.tan({0})",
+    "asin": "ld.asin({0})",
+    "acos": "ld.acos({0})",
+    "atan": "ld.atan({0})",
+    "sinh": "ld.sinh({0})",
+    "cosh": "ld.cosh({0})",
+    "tanh": "ld.tanh({0})",
+    "asinh": "ld.asinh({0})",
+    "acosh": "ld.acosh({0})",
+    "atanh": "ld.atanh({0})",
+    "sigmoid": "tl.div_rn(1.0, 1.0 + ld.exp(-{0}))",
+    "erf": "ld.erf({0})",
+    "erfc": "ld.erfc({0})",
+    "erfinv": "ld.erfinv({0})",
+    "lgamma": "ld.lgamma({0})",
+    "digamma": "fir_digamma({0})",
+    "isnan": "{0} != {0}",
+    "isinf": "tl.abs({0}) == float('inf')",
+    "isfinite": "tl.abs({0}) < float('inf')",
+    "signbit": "ld.signbit({0}) != 0",
+    "eq": "{0} == {1}",
+    "ne": "{0} != {1}",
+    "lt": "{0} < {1}",
+    "le": "{0} <= {1}",
+    "gt": "{0} > {1}",
+    "ge": "{0} >= {1}",
+    "logical_not": "{0} == 0",
+    "logical_and": "({0} != 0) & ({1} != 0)",
+    "logical_or": "({0} != 0) | ({1} != 0)",
+    "logical_xor": "({0} != 0) ^ ({1} != 0)",
+    "bitwise_not": "~{0}",
+    "bitwise_and": "{0} & {1}",
+    "bitwise_or": "{0} | {1}",
+    "bitwise_xor": "{0} ^ {1}",
+    "shl": "fir_shl({0}, {1})",
+    "shr": "fir_shr({0}, {1})",
+    "where": "tl.where({0}, {1}, {2})",
+}
+
+# f64 operands: tl.div_rn (IEEE division; Triton's ``/`` on f32 is approximate) takes f32 only,
+# and f64's ``/`` is IEEE already
+F64_OPS: dict[str, str] = {
+    "div": "{0} / {1}",
+    "reciprocal": "1.0 / {0}",
+    "rsqrt": "1.0 / ld.sqrt({0})",
+    "sigmoid": "1.0 / (1.0 + ld.exp(-{0}))",
+}
+
+# Integer (and bool) operands: torch's semantics where they differ from the float entries
+# (Triton's integer ops wrap in two's complement, as torch's do).
+INT_OPS: dict[str, str] = {
+    "div": "{0} / {1}",
+    "abs": "tl.where({0} < 0, -{0}, {0})",
+    "relu": "tl.where({0} < 0, 0, {0})",
+    "maximum": "tl.maximum({0}, {1})",
+    "minimum": "tl.minimum({0}, {1})",
+    "floordiv": "fir_floordiv_int({0}, {1})",
+    "mod": "fir_mod_int({0}, {1})",
+    "sign": "((({0} > 0).to(tl.int8) - ({0} < 0).to(tl.int8)).to({0}.dtype))",
+    "floor": "{0}",
+    "ceil": "{0}",
+    "round": "{0}",
+    "trunc": "{0}",
+}
+BOOL_OPS: dict[str, str] = {
+    "bitwise_not": "{0} == 0",
+    "maximum": "{0} | {1}",
+    "minimum": "{0} & {1}",
+    "shl": "{0} & ({1} == 0)",
+    "shr": "{0} & ({1} == 0)",
+    "add": "{0} | {1}",
+    "mul": "{0} & {1}",
+}
+
+# integer ops that fail on a zero divisor (the interpreter raises ZeroDivisionError)
+DIVIDES = ("floordiv", "mod")
+
+TL: dict[DType, str] = {
+    DType.BOOL: "tl.int1",
+    DType.I8: "tl.int8",
+    DType.I16: "tl.int16",
+    DType.I32: "tl.int32",
+    DType.I64: "tl.int64",
+    DType.U8: "tl.uint8",
+    DType.F16: "tl.float16",
+    DType.BF16: "tl.bfloat16",
+    DType.F32: "tl.float32",
+    DType.F64: "tl.float64",
+}
+
+
+def compute_type(dtype: DType) -> str:
+    """The ``tl`` type values of ``dtype`` are computed in (f16 and bf16 in f32)."""
+    return "tl.float32" if dtype in (DType.F16, DType.BF16) else TL[dtype]
+
+
+def cast_expr(value: str, source: DType, target: DType) -> str:
+    """``value`` (computed as ``source``) converted to ``target`` as the interpreter does: to
+    bool by comparing with zero, to f16/bf16 by rounding (and computing on in f32)."""
+    if target is DType.BOOL:
+        return f"({value} != 0)"
+    if target in (DType.F16, DType.BF16):
+        return f"{value}.to({TL[target]}).to(tl.float32)"
+    if source is DType.BOOL and target.is_float:
+        return f"{value}.to(tl.int8).to({TL[target]})"
+    return f"{value}.to({TL[target]})"
+
+
+def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool = False) -> str:
+    """``lit`` as a Triton operand of ``dtype``'s compute type. ``exact``: round it to
+    ``dtype`` first (f16/bf16), as the interpreter does where a literal becomes a tensor."""
+    text = scalar(lit, dtype, exact)
+    if dtype is DType.F64 and text.startswith(
+        ("-", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9")
+    ):
+        # Triton makes a Python float an f32 constant: an f64 one must say so
+        return f"tl.full([], {text}, tl.float64)"
+    return text
+
+
+def scalar(lit: Literal | bool | int | float | None, dtype: DType, exact: bool = False) -> str:
+    """``lit`` as the Python value of a ``tl.full`` of ``dtype``."""
+    value = lit.value if isinstance(lit, Literal) else lit
+    if value is None:
+        value = 0
+    if dtype.is_bool:
+        return "1" if value else "0"
+    if not dtype.is_float:
+        return str(int(value))
+    v = float(value)
+    if exact:
+        v = round_to(v, dtype)
+    if math.isnan(v):
+        return "float('nan')"
+    if math.isinf(v):
+        return "float('inf')" if v > 0 else "float('-inf')"
+    return repr(v if dtype is DType.F64 else round_to(v, DType.F32))
+
+
+def identity(kind: str, dtype: DType) -> str:
+    """The value an accumulator of ``kind`` over ``dtype`` values starts from (and masked-out
+    lanes contribute)."""
+    if kind == "sum" or kind == "any":
+        return "0"
+    if kind == "prod":
+        return "1"
+    if kind in ("max", "min", "argmax", "argmin"):
+        low = kind in ("max", "argmax")
+        if dtype.is_float:
+            return "float('-inf')" if low else "float('inf')"
+        if dtype.is_bool:
+            return "0" if low else "1"
+        bits = dtype.itemsize * 8
+        if dtype is DType.U8:
+            return "0" if low else "255"
+        return str(-(2 ** (bits - 1))) if low else str(2 ** (bits - 1) - 1)
+    if kind == "welford":
+        return "0.0"
+    raise KeyError(f"unknown reduction kind '{kind}'")
+
+
+def accumulator_type(kind: str, dtype: DType) -> str:
+    """The ``tl`` type of an accumulator's value component, given the reduced values' dtype:
+    sums and products of integers in int64 (torch's rule), f16/bf16 in f32, welford in f32 (or
+    f64 for f64 and 32/64-bit integers, as the C++ back end)."""
+    if kind in ("sum", "prod"):
+        if dtype.is_float:
+            return "tl.float64" if dtype is DType.F64 else "tl.float32"
+        return "tl.int64"
+    if kind == "any":
+        return "tl.int1"
+    if kind == "welford":
+        return "tl.float64" if dtype in (DType.F64, DType.I64, DType.I32) else "tl.float32"
+    return compute_type(dtype)

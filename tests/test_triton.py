@@ -1,0 +1,326 @@
+"""The Triton back end: every kernel it renders gives the interpreter's results.
+
+Without a GPU (CI) the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set here
+before Triton is imported) on CPU tensors, at small shapes; with a GPU the same tests run the
+compiled kernels on CUDA tensors. What the interpreter cannot compute is said where it is left
+out: its bf16 conversions truncate instead of rounding to nearest and flush subnormals, so bf16
+programs are checked on the GPU only. ``test_kernels_compile_for_sm_90`` (``python -m fir.tools.triton_target``) compiles every kernel
+of the examples and of the GPU benchmark programs for an H100 (sm_90) in a subprocess without
+the interpreter, so a kernel that would not compile fails here too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+GPU = torch.cuda.is_available()
+if not GPU and os.environ.get("TRITON_INTERPRET") != "1":  # conftest.py sets it
+    pytest.skip("no GPU, and Triton was not imported in interpreter mode", allow_module_level=True)
+DEVICE = "cuda" if GPU else "cpu"
+
+from fir.backends.compile import compile_function  # noqa: E402
+from fir.backends.triton import choose_config  # noqa: E402
+from fir.ir.dtypes import DType  # noqa: E402
+from fir.ir.errors import KernelIndexError, KernelZeroDivisionError  # noqa: E402
+from fir.ir.interpreter import run_graph  # noqa: E402
+from fir.ir.parser import parse_module  # noqa: E402
+from fir.passes.pipeline import parse_pipeline  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import test_cpp_render as cpp  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+# the interpreter computes with numpy, which warns where IEEE arithmetic gives inf or NaN
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+BF16_IN_INTERPRETER = (
+    "Triton's interpreter truncates bf16 conversions and flushes subnormals: checked on the GPU"
+)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "fir-cache"))
+
+
+def compile_text(text: str) -> list:
+    module = parse_pipeline("fusion").run(parse_module(text, "<test>"))
+    return [compile_function(g, "triton", device=DEVICE) for g in module.funcs]
+
+
+def check(
+    text: str,
+    inputs: list | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+    sizes: dict[str, int] | None = None,
+) -> list:
+    """Compile every function of ``text`` with Triton, run it, compare with the interpreter;
+    return the compiled programs."""
+    programs = compile_text(text)
+    reference = parse_module(text, "<test>")
+    for p, ref_g in zip(programs, reference.funcs):
+        xs = inputs if inputs is not None else cpp.random_inputs(ref_g, sizes=sizes)
+        want = run_graph(ref_g, [x.clone() for x in xs])
+        got = p(*[x.clone().to(DEVICE) for x in xs])
+        for w, o, name in zip(want, got, p.plan.outputs):
+            assert o.dtype == w.dtype, name
+            assert o.shape == w.shape, name
+            torch.testing.assert_close(
+                o.cpu(), w, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, n=name: f"%{n}: {m}"
+            )
+    return programs
+
+
+def configs(program: object) -> list[str]:
+    return [c.text() for c in program.kernels.configs.values()]  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# programs
+
+
+EXAMPLES = sorted(str(p) for p in (ROOT / "examples").glob("*.fir"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: Path(p).name)
+def test_example(path: str) -> None:
+    check(Path(path).read_text(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(cpp.PROGRAMS))
+def test_program(name: str) -> None:
+    text = cpp.PROGRAMS[name]
+    if "bf16" in text and not GPU:
+        pytest.skip(BF16_IN_INTERPRETER)
+    tol = 1e-2 if "16" in name else 1e-4
+    check(text, cpp._inputs_for(name, text), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", list(DType), ids=str)
+def test_every_elementwise_op(dtype: DType) -> None:
+    if dtype is DType.BF16 and not GPU:
+        pytest.skip(BF16_IN_INTERPRETER)
+    text, inputs = cpp._op_program(dtype)
+    tol = {DType.F16: 1e-3, DType.BF16: 8e-3, DType.F32: 2e-6, DType.F64: 1e-12}.get(dtype, 0)
+    check(text, inputs, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("source", list(DType), ids=str)
+def test_every_cast(source: DType) -> None:
+    if source is DType.BF16 and not GPU:
+        pytest.skip(BF16_IN_INTERPRETER)
+    n = 64
+    targets = [t for t in DType if GPU or t is not DType.BF16]
+    lines = [f"  %y{k} = cast %a : {t.value}[{n}]" for k, t in enumerate(targets)]
+    results = ", ".join(f"{t.value}[{n}]" for t in targets)
+    names = ", ".join(f"%y{k}" for k in range(len(targets)))
+    text = f"func @casts(%a: {source.value}[{n}]) -> ({results}) {{\n" + "\n".join(lines)
+    text += f"\n  return {names}\n}}\n"
+    a = cpp._special(source, n, 4)
+    if source.is_float:  # out-of-range float -> int conversions are undefined
+        a = torch.where(a.isfinite() & (a.abs() < 100), a, torch.zeros_like(a))
+    check(text, [a], rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions: persistent and looped, NaN, ties
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (4, 33), (300, 13)], ids=str)
+@pytest.mark.parametrize("nans", [False, True], ids=["finite", "nan"])
+def test_whole_tensor_reductions(shape: tuple[int, int], nans: bool) -> None:
+    text = cpp.REDUCE_ALL.replace("R", str(shape[0])).replace("C", str(shape[1]))
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(5))
+    if nans:
+        x = cpp._with_nans(x, 6)
+    check(text, [x], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (5, 16), (4, 33), (2, 5000)], ids=str)
+@pytest.mark.parametrize("nans", [False, True], ids=["finite", "nan"])
+def test_row_reductions(shape: tuple[int, int], nans: bool) -> None:
+    """(2, 5000) is above the persistent size: the row is reduced in a loop of blocks."""
+    text = cpp.REDUCE_ROWS.replace("R", str(shape[0])).replace("C", str(shape[1]))
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(7)) * 0.1 + 1
+    if nans:
+        x = cpp._with_nans(x, 8)
+    (p,) = check(text, [x], rtol=1e-4, atol=1e-4)
+    persistent = shape[1] <= 4096
+    assert all(("persistent" in c) == persistent for c in configs(p)), configs(p)
+
+
+def test_argmax_ties_and_infinities_take_the_first() -> None:
+    text = cpp.REDUCE_ROWS.replace("R", "6").replace("C", "50")
+    text = text.replace("  %m, %m2, %n = welford %x {dims = [1]} : f32[6], f32[6], f32[6]\n", "")
+    text = text.replace("%m, %m2, %p", "%s, %mx, %p")
+    x = torch.zeros(6, 50)
+    x[0, [3, 20, 37]] = 5.0
+    x[1] = -math.inf
+    x[2, [40, 9]] = math.nan
+    x[3, 49] = 1.0
+    x[4] = math.inf
+    x[5, 17] = -1.0
+    check(text, [x], rtol=0, atol=0)
+
+
+def test_column_reductions_with_every_kind() -> None:
+    text = """
+func @f(%x: f32[45, 150]) -> (f32[150], f32[150], i64[150], f32[150], f32[150]) {
+  %s = sum %x {dims = [0]} : f32[150]
+  %mx = max %x {dims = [0]} : f32[150]
+  %am = argmax %x {dim = 0} : i64[150]
+  %m, %m2, %n = welford %x {dims = [0]} : f32[150], f32[150], f32[150]
+  %v = var %x {dims = [0]} : f32[150]
+  return %s, %mx, %am, %m2, %v
+}"""
+    x = cpp._with_nans(torch.randn(45, 150, generator=torch.Generator().manual_seed(9)), 10)
+    check(text, [x], rtol=1e-4, atol=1e-4)
+
+
+def test_any_all_and_integer_reductions() -> None:
+    text = """
+func @f(%x: f32[7, 40], %b: bool[7, 40], %i: i32[7, 40], %j: i8[7, 40])
+    -> (bool[7], bool[7], bool[], bool[40], i32[7], i64[7], i8[7], i64[40]) {
+  %a = any %x {dims = [1]} : bool[7]
+  %l = all %b {dims = [1]} : bool[7]
+  %t = any %b : bool[]
+  %c = all %x {dims = [0]} : bool[40]
+  %s = sum %i {dims = [1]} : i32[7]
+  %am = argmin %i {dim = 1} : i64[7]
+  %p = prod %j {dims = [1]} : i8[7]
+  %ax = argmax %j {dim = 0} : i64[40]
+  return %a, %l, %t, %c, %s, %am, %p, %ax
+}"""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(7, 40, generator=g)
+    x[2] = 0.0
+    x[:, 5] = 0.0
+    b = torch.rand(7, 40, generator=g) > 0.1
+    b[1] = True
+    i = torch.randint(-(2**31), 2**31 - 1, (7, 40), generator=g, dtype=torch.int32)
+    j = torch.randint(-128, 127, (7, 40), generator=g, dtype=torch.int8)
+    check(text, [x, b, i, j], rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# layouts: what a kernel's blocks are
+
+
+def test_softmax_reads_its_row_once_in_registers() -> None:
+    text = """
+func @softmax(%x: f32[16, 1000]) -> (f32[16, 1000]) {
+  %y = softmax %x {dim = 1} : f32[16, 1000]
+  return %y
+}"""
+    (p,) = check(text, rtol=1e-5, atol=1e-6)
+    source = p.kernels.source
+    assert configs(p) == [c for c in configs(p) if "persistent" in c]
+    assert source.count("tl.load(") == 1  # one read of the row; the exps stay in registers
+    assert source.count("ld.exp(") == 1
+
+
+def test_transposed_add_runs_in_tiles() -> None:
+    text = """
+func @f(%x: f32[200, 136], %y: f32[136, 200]) -> (f32[200, 136]) {
+  %t = transpose %y {dim0 = 0, dim1 = 1} : f32[200, 136]
+  %z = add %x, %t : f32[200, 136]
+  return %z
+}"""
+    (p,) = check(text)
+    assert configs(p)[0].startswith("tiled")
+
+
+def test_column_sum_takes_many_outputs_per_block() -> None:
+    text = "func @f(%x: f32[5000, 96]) -> (f32[96]) {\n  %s = sum %x {dims = [0]} : f32[96]\n"
+    text += "  return %s\n}\n"
+    module = parse_pipeline("fusion").run(parse_module(text, "<test>"))
+    from fir.backends.triton import plan_for_triton
+
+    (k,) = plan_for_triton(module.funcs[0]).kernels()
+    cfg = choose_config(k)
+    assert cfg.XBLOCK > 1 and not cfg.persistent
+
+
+def test_symbolic_sizes_compile_once() -> None:
+    (p,) = compile_text(cpp.SYMBOLIC)
+    reference = parse_module(cpp.SYMBOLIC, "<test>").funcs[0]
+    for rows, cols in [(1, 1), (3, 17), (9, 16), (5, 100)]:
+        g = torch.Generator().manual_seed(rows * cols)
+        xs = [torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)]
+        want = run_graph(reference, xs)
+        got = p(*[x.to(DEVICE) for x in xs])
+        for w, o in zip(want, got):
+            torch.testing.assert_close(o.cpu(), w, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# faults
+
+
+def test_out_of_range_gather_index_raises_and_the_program_stays_usable() -> None:
+    (p,) = compile_text(cpp.PROGRAMS["embedding"])
+    w = torch.randn(50, 48)
+    for bad in (50, -1, 10**12):
+        ids = torch.randint(0, 50, (7, 3))
+        ids[4, 1] = bad
+        with pytest.raises(KernelIndexError, match=r"out of bounds \[0, 50\)") as info:
+            p(w.to(DEVICE), ids.to(DEVICE))
+        assert f"the index is {bad}" in str(info.value)
+    ids = torch.randint(0, 50, (7, 3))
+    torch.testing.assert_close(p(w.to(DEVICE), ids.to(DEVICE))[0].cpu(), w[ids])
+
+
+def test_integer_division_by_zero_raises() -> None:
+    text = """
+func @f(%a: i32[64], %b: i32[64]) -> (i32[64]) {
+  %q = floordiv %a, %b : i32[64]
+  return %q
+}"""
+    (p,) = compile_text(text)
+    a = torch.arange(64, dtype=torch.int32)
+    b = torch.ones(64, dtype=torch.int32)
+    b[9] = 0
+    with pytest.raises(KernelZeroDivisionError, match="integer division by zero"):
+        p(a.to(DEVICE), b.to(DEVICE))
+    b[9] = 3
+    torch.testing.assert_close(p(a.to(DEVICE), b.to(DEVICE))[0].cpu(), a // b)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.compile and the sm_90 compile check
+
+
+def test_torch_compile_runs_triton_kernels() -> None:
+    from fir.frontend.backend import COMPILED
+
+    start = len(COMPILED)
+    f = torch.compile(
+        lambda x, w: torch.softmax(x * w, -1) + 1, backend="fir", options={"backend": "triton"}
+    )
+    x, w = torch.randn(8, 32, device=DEVICE), torch.randn(32, device=DEVICE)
+    torch.testing.assert_close(f(x, w), torch.softmax(x * w, -1) + 1)
+    assert COMPILED[start].program is not None
+    assert "@triton.jit" in COMPILED[start].program.kernels.source
+
+
+def test_kernels_compile_for_sm_90() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    files = [str(p) for p in sorted((ROOT / "examples").glob("*.fir"))]
+    done = subprocess.run(
+        [sys.executable, "-m", "fir.tools.triton_target", *files, "--benchmarks"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert " 0 program(s) failed" in done.stdout
