@@ -12,28 +12,35 @@ from pathlib import Path
 from typing import Any
 
 
-def _benchmark_modules(scale: float) -> list[tuple[str, Any]]:
-    """The GPU benchmark programs (``benchmarks/bench_gpu.py``) as ``torch.compile`` hands
-    them to FIR, captured on the CPU, their leading dimension scaled by ``scale`` (the row
-    lengths, which choose the kernels' layouts, stay)."""
+def capture(fn: Any, inputs: list[Any], name: str) -> list[Any]:
+    """The FIR modules ``torch.compile`` hands to FIR for ``fn(*inputs)`` (run eagerly)."""
     import torch
     from fir.frontend.fx_import import import_graph_module
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
+    out: list[Any] = []
+
+    def grab(gm: Any, example: Any) -> Any:
+        out.append(import_graph_module(gm, list(example), re_name(name))[0])
+        return make_boxed_func(gm.forward)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=aot_autograd(fw_compiler=grab))(*inputs)
+    return out
+
+
+def _benchmark_modules(scale: float) -> list[tuple[str, Any]]:
+    """The GPU benchmark programs (``benchmarks/bench_gpu.py``) as ``torch.compile`` hands
+    them to FIR, captured on the CPU, their leading dimension scaled by ``scale`` (the row
+    lengths, which choose the kernels' layouts, stay)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import bench_gpu  # type: ignore[import-not-found]
 
     out: list[tuple[str, Any]] = []
     for name, (fn, make) in bench_gpu.programs(bench_gpu.GPU.scaled(scale), "cpu").items():
-
-        def capture(gm: Any, inputs: Any, name: str = name) -> Any:
-            out.append((name, import_graph_module(gm, list(inputs), re_name(name))[0]))
-            return make_boxed_func(gm.forward)
-
-        torch._dynamo.reset()
-        with torch.no_grad():
-            torch.compile(fn, backend=aot_autograd(fw_compiler=capture))(*make())
+        out += [(name, m) for m in capture(fn, make(), name)]
     return out
 
 

@@ -14,7 +14,7 @@ written (threads, lanes, interchange, tiles) is :mod:`.loops`.
 from __future__ import annotations
 
 from fir.backends.plan.kernel import KernelPlan
-from fir.backends.plan.program import ProgramPlan
+from fir.backends.plan.program import ProgramPlan, shared_storage
 from fir.ir.types import dim_str
 
 from .emit import DIVISION_BY_ZERO, RESERVED
@@ -49,7 +49,7 @@ def render_program(plan: ProgramPlan) -> str:
     """The translation unit of every kernel of ``plan``."""
     parts = [PRELUDE]
     for k in plan.kernels():
-        parts.append(render_kernel(k, _shared_storage(plan, k)))
+        parts.append(render_kernel(k, shared_storage(plan, k)))
     return "\n".join(parts)
 
 
@@ -87,12 +87,3 @@ def render_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> st
         "int64_t* error_value) {",
     ]
     return "\n".join(head + w.lines + ["}", ""])
-
-
-def _shared_storage(program: ProgramPlan, k: KernelPlan) -> frozenset[str]:
-    storage: dict[int, list[str]] = {}
-    for a in k.args:
-        b = program.buffers.get(a.name)
-        if b is not None and b.storage >= 0:
-            storage.setdefault(b.storage, []).append(a.name)
-    return frozenset(n for names in storage.values() if len(names) > 1 for n in names)

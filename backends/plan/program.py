@@ -187,6 +187,17 @@ def plan_program(g: Graph, scratch_rows: int | None = None) -> ProgramPlan:
     )
 
 
+def shared_storage(program: ProgramPlan, k: KernelPlan) -> frozenset[str]:
+    """The arguments of kernel ``k`` that share storage with another of its arguments (an
+    in-place result): renderers must not assume they do not alias."""
+    storage: dict[int, list[str]] = {}
+    for a in k.args:
+        b = program.buffers.get(a.name)
+        if b is not None and b.storage >= 0:
+            storage.setdefault(b.storage, []).append(a.name)
+    return frozenset(n for names in storage.values() if len(names) > 1 for n in names)
+
+
 def _storages(g: Graph) -> dict[int, int]:
     from fir.passes.analysis.liveness import storage_assignment
 
@@ -234,4 +245,5 @@ __all__: list[Any] = [
     "Storage",
     "plan_module",
     "plan_program",
+    "shared_storage",
 ]

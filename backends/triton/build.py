@@ -75,8 +75,14 @@ class TritonKernels:
 
     takes_tensors = True
 
-    def __init__(self, plan: ProgramPlan, device: str, cache: Cache | None = None) -> None:
-        source, configs = render_program(plan)
+    def __init__(
+        self,
+        plan: ProgramPlan,
+        device: str,
+        cache: Cache | None = None,
+        configs: dict[str, Config] | None = None,
+    ) -> None:
+        source, configs = render_program(plan, configs)
         self.source = source
         self.configs: dict[str, Config] = {name: c for name, (c, _) in configs.items()}
         self.path = module_path(source, cache)
@@ -85,12 +91,15 @@ class TritonKernels:
         self.order = list(configs)
         self.fails = any(f for _, f in configs.values())
         self.device = device
-        self.err = torch.zeros(2, dtype=torch.int64, device=device) if self.fails else None
+        # made at the first call: torch.compile compiles under fake tensors
+        self.err: torch.Tensor | None = None
 
     def names(self) -> list[str]:
         return list(self.launchers)
 
     def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
+        if self.err is None and self.fails:
+            self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
         self.launchers[name](args, sizes, self.err)
         return 0, 0
 
@@ -108,5 +117,10 @@ class TritonKernels:
         return "", code, value
 
 
-def build_program(plan: ProgramPlan, device: str, cache: Cache | None = None) -> TritonKernels:
-    return TritonKernels(plan, device, cache)
+def build_program(
+    plan: ProgramPlan,
+    device: str,
+    cache: Cache | None = None,
+    configs: dict[str, Config] | None = None,
+) -> TritonKernels:
+    return TritonKernels(plan, device, cache, configs)

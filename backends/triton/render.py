@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fir.backends.plan import KernelPlan, ProgramPlan
@@ -48,6 +48,7 @@ from fir.backends.plan.instructions import (
     LoopEnd,
     Store,
 )
+from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 from fir.ir.types import Dim, dims_mul
@@ -69,6 +70,7 @@ from .ops import (
 from .texpr import t_index
 
 PERSISTENT_MAX = 4096  # reduced elements a program keeps in registers (the whole row)
+COLUMN_BLOCKS = (64, 64)  # XBLOCK, RBLOCK of a reduction over the outer dimension
 BLOCK_ELEMENTS = 4096  # elements of a reduction block (XBLOCK * RBLOCK)
 POINTWISE_BLOCK = 1024
 TILE = 64
@@ -116,15 +118,16 @@ def choose_config(plan: KernelPlan) -> Config:
     numel = _static(plan.numel)
     if plan.reduction:
         rnumel = _static(plan.rnumel)
-        if rnumel is not None and rnumel <= PERSISTENT_MAX:
+        columns = _walks_columns(plan)
+        if rnumel is not None and rnumel <= PERSISTENT_MAX and not columns:
             rblock = _pow2(rnumel)
             xblock = max(1, BLOCK_ELEMENTS // rblock // 2) if xloops else 1
             if numel is not None:
                 xblock = min(xblock, _pow2(numel))
             warps = 8 if rblock * xblock >= 2048 else 4
             return Config("reduction", xblock, RBLOCK=rblock, num_warps=warps, persistent=True)
-        if _walks_columns(plan):
-            xblock, rblock = 64, 32
+        if columns:  # a block's columns are contiguous: many of them, few rows at a time
+            xblock, rblock = COLUMN_BLOCKS
         else:
             xblock, rblock = 1, 2048
         if numel is not None:
@@ -138,6 +141,60 @@ def choose_config(plan: KernelPlan) -> Config:
     xblock = POINTWISE_BLOCK if numel is None else min(POINTWISE_BLOCK, _pow2(numel))
     warps = max(1, min(4, xblock // 256))
     return Config("pointwise", xblock, num_warps=warps)
+
+
+def candidates(plan: KernelPlan) -> list[Config]:
+    """A few configurations around the chosen one, for tuning (``benchmarks/tune_triton.py``)
+    and the ``autotune`` option: block sizes and warps of the same layout."""
+    base = choose_config(plan)
+    out = [base]
+
+    def add(c: Config) -> None:
+        if c not in out:
+            out.append(c)
+
+    if base.kind == "pointwise":
+        for xb in (256, 512, 1024, 2048, 4096):
+            if xb <= max(base.XBLOCK, 256) * 4:
+                for w in (2, 4, 8):
+                    add(
+                        replace(base, XBLOCK=min(xb, _pow2(_static(plan.numel) or xb)), num_warps=w)
+                    )
+    elif base.kind == "tiled":
+        for yb, xb in ((32, 32), (64, 64), (32, 64), (64, 32), (128, 32), (32, 128), (64, 128)):
+            for w in (4, 8):
+                add(replace(base, YBLOCK=yb, XBLOCK=xb, num_warps=w))
+    elif base.persistent:
+        for xb in (1, 2, 4, 8, 16, 32):
+            if xb * base.RBLOCK <= 16384 and xb <= _pow2(_static(plan.numel) or xb):
+                for w in (4, 8, 16):
+                    add(replace(base, XBLOCK=xb, num_warps=w))
+    else:
+        for xb, rb in (
+            (1, 1024),
+            (1, 2048),
+            (1, 4096),
+            (2, 1024),
+            (8, 256),
+            (16, 128),
+            (32, 64),
+            (32, 128),
+            (64, 32),
+            (64, 64),
+            (64, 128),
+            (128, 32),
+        ):
+            if xb <= _pow2(_static(plan.numel) or xb):
+                for w in (4, 8, 16):
+                    add(
+                        replace(
+                            base,
+                            XBLOCK=xb,
+                            RBLOCK=min(rb, _pow2(_static(plan.rnumel) or rb)),
+                            num_warps=w,
+                        )
+                    )
+    return out
 
 
 def _tile(plan: KernelPlan) -> Config | None:
@@ -154,6 +211,23 @@ def _tile(plan: KernelPlan) -> Config | None:
     if rest is None or rest > GRID_LIMIT or -(-sa // TILE) > GRID_LIMIT:
         return None
     return Config("tiled", TILE, YBLOCK=TILE, num_warps=4, tile=(a, b))
+
+
+def _memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
+    """A pointwise kernel's loops in the order its first store walks memory (the largest stride
+    outermost), so that consecutive lanes of a block store, and mostly load, consecutive
+    elements: any order is legal for a pointwise kernel, and the plan's may put a strided loop
+    innermost (NCHW batch norm's channel loop)."""
+    from fir.backends.cpp.cexpr import stride
+
+    store = next((i for i in plan.instrs if isinstance(i, Store)), None)
+    if store is None or isinstance(store.index, int):
+        return loops
+    strides = [stride(store.index, lp.var) for lp in loops]
+    if not all(isinstance(st, int) for st in strides):
+        return loops
+    order = sorted(range(len(loops)), key=lambda k: -strides[k])
+    return [loops[k] for k in order]
 
 
 def _walks_columns(plan: KernelPlan) -> bool:
@@ -204,6 +278,8 @@ class _Writer:
     fails: bool = False
     temps: int = 0
     div_code: int = -1  # the error code of an integer division by zero in this kernel
+    aliased: frozenset[str] = frozenset()  # arguments sharing storage with another argument
+    welford: dict[str, tuple[str, str]] = field(default_factory=dict)  # persistent: value, mask
 
     # -- names
 
@@ -358,7 +434,7 @@ class _Writer:
             self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
             self.emit(f"xmask = xindex < {self._dim(plan.numel)}")
             if xloops:
-                self._split("xindex", xloops, frozenset({0}))
+                self._split("xindex", _memory_order(plan, xloops), frozenset({0}))
             return
         self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
         self.emit(f"xmask = xindex < {self._dim(plan.numel)}")
@@ -452,7 +528,9 @@ class _Writer:
             )
         mask = self.masks(dims, checks)
         self.emit(f"tl.store({ptr}, {value}{', mask=' + mask if mask else ''})")
-        self.loaded.clear()
+        # a load of this buffer (or of one sharing its storage) may see the store
+        hit = {i.buffer} | (set(self.aliased) if i.buffer in self.aliased else set())
+        self.loaded = {k: v for k, v in self.loaded.items() if k[0] not in hit}
 
     def _constant(self, i: Constant) -> None:
         dst = self.name("value", i.dst)
@@ -547,6 +625,8 @@ class _Writer:
         a = i.acc
         t = accumulator_type(i.kind, i.dtype)
         self.accs[a] = _Acc(i.kind, i.dtype, t)
+        if i.kind == "welford" and self.cfg.persistent:
+            return  # the row is in registers: two passes over it at the result
         if i.kind == "welford":
             for part in ("mean", "m2", "n"):
                 self.emit(f"{a}_{part} = {self._full('0.0', t)}")
@@ -578,6 +658,10 @@ class _Writer:
             )
             self.emit(f"{a} = tl.where({take}, {v}, {a})")
             self.emit(f"{a}_i = tl.where({take}, {ri}, {a}_i)")
+        elif i.kind == "welford" and self.cfg.persistent:
+            x = self.temp("x")
+            self.emit(f"{x} = ({v}).to({t})")
+            self.welford[a] = (x, m)
         elif i.kind == "welford":
             x = self.temp("x")
             d = self.temp("d")
@@ -609,6 +693,19 @@ class _Writer:
             self.emit(
                 f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), 1, fir_{kind}_combine, keep_dims=True)"
             )
+        elif kind == "welford" and a in self.welford:
+            # the whole row at once: the mean, then the squared deviations from it (as exact
+            # as Welford's update, and no division per element)
+            x, m = self.welford[a]
+            mean, m2, n = dsts
+            self.emit(f"{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({acc.type}), 1, keep_dims=True)")
+            self.emit(
+                f"{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), 1, keep_dims=True), "
+                f"tl.maximum({n}, 1.0))"
+            )
+            dev = self.temp("dev")
+            self.emit(f"{dev} = tl.where({m}, {x} - {mean}, 0.0)")
+            self.emit(f"{m2} = tl.sum({dev} * {dev}, 1, keep_dims=True)")
         elif kind == "welford":
             self.emit(
                 f"{', '.join(dsts)} = tl.reduce(({a}_mean, {a}_m2, {a}_n), 1, "
@@ -622,12 +719,16 @@ class _Writer:
 
 
 def render_kernel(
-    plan: KernelPlan, cfg: Config | None = None, position: int = 0
+    plan: KernelPlan,
+    cfg: Config | None = None,
+    position: int = 0,
+    aliased: frozenset[str] = frozenset(),
 ) -> tuple[str, Config, bool]:
     """The ``@triton.jit`` source of ``plan`` (the ``position``-th kernel of its program), its
-    configuration, and whether it can fail (takes the error buffer)."""
+    configuration, and whether it can fail (takes the error buffer). ``aliased``: arguments
+    that share storage with another argument (an in-place result)."""
     cfg = cfg or choose_config(plan)
-    w = _Writer(plan, cfg, div_code=-1 - position)
+    w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
     source = w.write()
     return source, cfg, w.fails
 
@@ -669,13 +770,19 @@ def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_program(plan: ProgramPlan) -> tuple[str, dict[str, tuple[Config, bool]]]:
+def render_program(
+    plan: ProgramPlan, configs: dict[str, Config] | None = None
+) -> tuple[str, dict[str, tuple[Config, bool]]]:
     """The module of every kernel of ``plan``, and each kernel's configuration and whether it
-    takes the error buffer."""
+    takes the error buffer. ``configs``: configurations to use instead of the chosen ones, by
+    kernel (for tuning)."""
+
     parts = [HEADER]
     configs: dict[str, tuple[Config, bool]] = {}
     for position, k in enumerate(plan.kernels()):
-        source, cfg, fails = render_kernel(k, position=position)
+        source, cfg, fails = render_kernel(
+            k, (configs or {}).get(k.name), position, shared_storage(plan, k)
+        )
         members = ", ".join("%" + m for m in k.members)
         space = f"{k.numel}; {k.rnumel}" if k.reduction else f"{k.numel}"
         parts.append(f"\n# kernel {k.name} over ({space}): {members}\n{source}")
@@ -687,6 +794,7 @@ def render_program(plan: ProgramPlan) -> tuple[str, dict[str, tuple[Config, bool
 __all__ = [
     "Config",
     "PERSISTENT_MAX",
+    "candidates",
     "choose_config",
     "launcher",
     "render_kernel",
