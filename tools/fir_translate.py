@@ -35,10 +35,10 @@ def translate(module: object, target: str) -> str:
     from fir.backends.plan import plan_module
 
     if target == "triton":
-        from fir.backends.triton.render import PERSISTENT_MAX
+        from fir.backends.triton import keeps_rows
         from fir.backends.triton.render import render_program as render_triton
 
-        plans = plan_module(module, scratch_rows=PERSISTENT_MAX)  # type: ignore[arg-type]
+        plans = plan_module(module, scratch_rows=keeps_rows)  # type: ignore[arg-type]
         return "\n".join(render_triton(p)[0] for p in plans)
     plans = plan_module(module)  # type: ignore[arg-type]
     if target == "plan":

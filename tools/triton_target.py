@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", type=int, default=90)
     args = ap.parse_args(argv)
     from fir.backends.plan import plan_module
-    from fir.backends.triton import PERSISTENT_MAX
+    from fir.backends.triton import keeps_rows
     from fir.backends.triton.target import compile_for_target
     from fir.ir.parser import parse_module
     from fir.passes.pipeline import parse_pipeline
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels = 0
     for name, module in modules:
         fused = parse_pipeline("fusion").run(module)
-        for plan in plan_module(fused, scratch_rows=PERSISTENT_MAX):
+        for plan in plan_module(fused, scratch_rows=keeps_rows):
             try:
                 done = compile_for_target(plan, args.arch)
             except Exception as e:  # report every program, then fail

@@ -25,6 +25,7 @@ Renderers never look at the graph again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,17 +183,19 @@ class KernelPlan:
 
 
 def plan_kernel(
-    step: Step, name: str, first_error: int = 1, scratch_rows: int | None = None
+    step: Step,
+    name: str,
+    first_error: int = 1,
+    scratch_rows: Callable[[KernelPlan], bool] | None = None,
 ) -> KernelPlan:
     """The plan of ``step`` (a kernel, or one loop node), named ``name``; its error codes start
-    at ``first_error`` (codes are unique in a program). ``scratch_rows``: keep scratch rows only
-    for reductions of at most this many elements (a renderer that holds a row in registers
-    only up to a size; None: any row within :data:`SCRATCH_BYTES`)."""
+    at ``first_error`` (codes are unique in a program). ``scratch_rows``: whether a renderer can
+    keep scratch rows for this kernel, asked with its plan without them (a renderer that holds
+    a row in registers only in some layouts; None: any row within :data:`SCRATCH_BYTES`)."""
     builder = _Builder(step, name, first_error)
     plan = builder.build()
     keep = builder.worth_keeping()
-    rnumel = plan.rnumel
-    if scratch_rows is not None and (not isinstance(rnumel, int) or rnumel > scratch_rows):
+    if keep and scratch_rows is not None and not scratch_rows(plan):
         keep = []
     if not keep:
         return plan

@@ -10,6 +10,7 @@ which step a storage is no longer needed. Kernel-local buffers have no storage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,11 +98,13 @@ class ProgramPlan:
         return text + "".join("\n" + p.text() for p in self.kernels())
 
 
-def plan_module(m: Module, scratch_rows: int | None = None) -> list[ProgramPlan]:
+def plan_module(
+    m: Module, scratch_rows: Callable[[KernelPlan], bool] | None = None
+) -> list[ProgramPlan]:
     return [plan_program(g, scratch_rows) for g in m.funcs]
 
 
-def plan_program(g: Graph, scratch_rows: int | None = None) -> ProgramPlan:
+def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = None) -> ProgramPlan:
     """The plan of ``g``, a function after the ``fusion`` pipeline (or any loop-level program:
     without memory-plan annotations every buffer gets its own storage). ``scratch_rows``: see
     :func:`~.kernel.plan_kernel`."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from fir.backends.plan import ProgramPlan, plan_program
+from fir.backends.plan import KernelPlan, ProgramPlan, plan_program
 from fir.ir.graph import Graph
 
 from .build import TritonKernels, build_program
-from .render import PERSISTENT_MAX, Config, choose_config, render_kernel, render_program
+from .render import Config, choose_config, render_kernel, render_program
 
 __all__ = [
     "Config",
@@ -22,6 +22,7 @@ __all__ = [
     "build_program",
     "choose_config",
     "default_device",
+    "keeps_rows",
     "plan_for_triton",
     "render_kernel",
     "render_program",
@@ -37,7 +38,12 @@ def default_device() -> str:
     return "cpu" if interpreting() else "cuda"
 
 
+def keeps_rows(plan: KernelPlan) -> bool:
+    """Whether a kernel's scratch rows can stay in registers: its reduction is persistent."""
+    return choose_config(plan).persistent
+
+
 def plan_for_triton(g: Graph) -> ProgramPlan:
     """``g``'s plan, with scratch rows only where a row stays in registers (a persistent
     reduction)."""
-    return plan_program(g, scratch_rows=PERSISTENT_MAX)
+    return plan_program(g, scratch_rows=keeps_rows)

@@ -50,6 +50,7 @@ from fir.backends.plan.instructions import (
 )
 from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
+from fir.ir.errors import FirError
 from fir.ir.graph import Literal
 from fir.ir.types import Dim, dims_mul
 
@@ -81,6 +82,10 @@ from fir.backends.triton.helpers import *  # noqa: F403
 '''
 
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+class RenderError(FirError):
+    """A plan the Triton renderer cannot write as it is (a bug upstream, never silent)."""
 
 
 @dataclass(frozen=True)
@@ -280,6 +285,8 @@ class _Writer:
     div_code: int = -1  # the error code of an integer division by zero in this kernel
     aliased: frozenset[str] = frozenset()  # arguments sharing storage with another argument
     welford: dict[str, tuple[str, str]] = field(default_factory=dict)  # persistent: value, mask
+    in_loop: set[str] = field(default_factory=set)  # values defined in the open looped reduction
+    out_of_scope: set[str] = field(default_factory=set)  # defined in a closed one
 
     # -- names
 
@@ -348,6 +355,13 @@ class _Writer:
     def operand(self, o: Any, dtype: DType) -> tuple[str, frozenset[int]]:
         if isinstance(o, Literal):
             return literal(o, dtype), frozenset()
+        if o in self.out_of_scope:
+            # Python (and so Triton's interpreter) would let it leak out of the loop; compiled
+            # Triton would not: a planner/renderer bug, caught where any back end runs
+            raise RenderError(
+                f"kernel {self.plan.name}: %{o} is used after the reduction loop that computes "
+                f"it ({self.cfg.text()})"
+            )
         return self.name("value", o), self.dims.get(o, frozenset())
 
     # -- the kernel
@@ -459,9 +473,17 @@ class _Writer:
                 self.open_r -= 1
                 if self.open_r == 0 and not self.cfg.persistent:
                     self.depth -= 1
+                    self.out_of_scope |= self.in_loop
+                    self.in_loop = set()
             return
         method = getattr(self, "_" + type(i).__name__.lower())
         method(i)
+        if self.open_r and not self.cfg.persistent:
+            dst = getattr(i, "dst", None) or getattr(i, "symbol", None)
+            if dst is not None:
+                self.in_loop.add(dst)
+            if isinstance(i, Store) and i.buffer in self.scratch:
+                raise RenderError(f"kernel {self.plan.name}: a scratch row in a looped reduction")
 
     def _reduction_loop(self) -> None:
         rnumel = self._dim(self.plan.rnumel)
