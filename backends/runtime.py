@@ -202,6 +202,14 @@ class CompiledProgram:
                 out.append(torch.as_strided(storages[where], shape, strides, offset))
         return out
 
+    def synchronize(self) -> None:
+        """Wait for the device and raise a kernel error that a call left unreported (a GPU
+        back end reports errors at the next call, or here)."""
+        if self.finish is not None:
+            failed = self.finish(wait=True)
+            if failed is not None:
+                self._raise(*failed)
+
     def _finish(self) -> None:
         failed = self.finish() if self.finish is not None else None
         if failed is not None:

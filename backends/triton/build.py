@@ -9,14 +9,17 @@ before the first call.
 
 Errors: a kernel that can fail (a checked indirect index, an integer division) takes the
 program's error buffer, two int64 on the device: the failing code and the index. The runtime
-reads it once after a call (:meth:`TritonKernels.finish`) when any kernel of the program can
-fail, and raises; the buffer is cleared, so the process and the device stay usable (a device
-assert, by contrast, would end the CUDA context).
+reads it after a call (:meth:`TritonKernels.finish`) when any kernel of the program can fail,
+and raises; the buffer is cleared, so the process and the device stay usable (a device assert,
+by contrast, would end the CUDA context). On a GPU the read is deferred to the next call (or
+``CompiledProgram.synchronize()``), as CUDA's own errors are, so that no call waits for the
+GPU; ``FIR_TRITON_CHECKS=sync`` reads it after every call.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -93,6 +96,8 @@ class TritonKernels:
         self.device = device
         # made at the first call: torch.compile compiles under fake tensors
         self.err: torch.Tensor | None = None
+        self.err_host: torch.Tensor | None = None  # pinned, for deferred checks
+        self.pending: Any = None  # the event after the last call's copy of the buffer
 
     def names(self) -> list[str]:
         return list(self.launchers)
@@ -103,15 +108,35 @@ class TritonKernels:
         self.launchers[name](args, sizes, self.err)
         return 0, 0
 
-    def finish(self) -> tuple[str, int, int] | None:
-        """After a call: the kernel, code and value of a failure its kernels reported, if any
-        (one device read, only for programs whose kernels can fail)."""
+    def finish(self, wait: bool = False) -> tuple[str, int, int] | None:
+        """After a call: a failure its kernels reported, as (kernel, code, value), or None.
+        Only programs whose kernels can fail pay anything. On a GPU the check is deferred by
+        default (``FIR_TRITON_CHECKS=sync`` makes it immediate): the error buffer is copied to
+        the host asynchronously after the call, and read at the next call, or at once with
+        ``wait`` (``CompiledProgram.synchronize``), so that a call never waits for the GPU."""
         if self.err is None:
             return None
-        code, value = (int(v) for v in self.err.tolist())
+        if self.device == "cpu" or wait or os.environ.get("FIR_TRITON_CHECKS") == "sync":
+            self.pending = None
+            return self._read(self.err)
+        failed = None
+        if self.pending is not None and self.pending.query():
+            failed = self._read(self.err_host)
+        if self.err_host is None:
+            self.err_host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+        self.err_host.copy_(self.err, non_blocking=True)
+        self.pending = torch.cuda.Event()
+        self.pending.record()
+        return failed
+
+    def _read(self, buffer: torch.Tensor) -> tuple[str, int, int] | None:
+        code, value = (int(v) for v in buffer.tolist())
         if code == 0:
             return None
+        assert self.err is not None
         self.err.zero_()
+        if self.err_host is not None:
+            self.err_host.zero_()
         if code <= DIVISION_BASE:
             return self.order[DIVISION_BASE - code], -1, value
         return "", code, value

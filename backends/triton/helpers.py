@@ -29,6 +29,7 @@ __all__ = [
     "fir_floordiv_int",
     "fir_idiv",
     "fir_imod",
+    "fir_lgamma",
     "fir_max",
     "fir_max_combine",
     "fir_min",
@@ -159,7 +160,20 @@ def fir_digamma(x):
     r = tl.where(neg, r - fir_fdiv(pi, ld.tan(pi * x)), r)
     whole = (x == ld.floor(x)) & (x < 0)
     r = tl.where(whole, float("nan"), r)
-    return tl.where(x == 0, ld.copysign(one * float("inf"), -x), r)
+    # (+-0 by its sign bit: the GPU may compute -x as 0 - x, which loses the sign of zero)
+    inf = tl.where(ld.signbit(x) != 0, float("inf"), float("-inf"))
+    return tl.where(x == 0, inf, r)
+
+
+@triton.jit
+def fir_lgamma(x):
+    # libdevice flushes an f32 subnormal to zero (lgamma: inf); there lgamma(x) = -log|x| to
+    # f32's precision, and log keeps subnormals
+    if x.dtype == tl.float32:
+        tiny = tl.abs(x) < 1.1754943508222875e-38
+        return tl.where(tiny & (x != 0), -ld.log(tl.abs(x)), ld.lgamma(x))
+    else:
+        return ld.lgamma(x)
 
 
 # -- merges for tl.reduce (the lanes of an accumulator, then the block)

@@ -4,8 +4,9 @@ and what each reduction kind starts from.
 Entries are ``str.format`` patterns over operand names (``{0}``, ``{1}``, ``{2}``); the helpers
 they call (``fir_*``) are ``@triton.jit`` functions of :mod:`.prelude`, written once for every
 dtype where the semantics differ (torch's floor division of ints and of floats). Math goes
-through libdevice (``ld.*``), and division is IEEE division (``tl.div_rn``: Triton's ``/``
-on f32 is CUDA's approximate one). f16 and bf16 values are computed in f32: loads widen, stores narrow, a ``cast`` to
+through libdevice (``ld.*``); division and square root of f32 are IEEE's (``tl.div_rn``,
+``tl.sqrt_rn``: Triton's ``/`` on f32 is CUDA's approximate one, and libdevice's ``sqrt`` flushes
+subnormals to zero, so ``rsqrt`` of 1e-40 would be inf). f16 and bf16 values are computed in f32: loads widen, stores narrow, a ``cast`` to
 them rounds.
 """
 
@@ -49,8 +50,8 @@ OPS: dict[str, str] = {
     "log2": "ld.log2({0})",
     "log10": "ld.log10({0})",
     "log1p": "ld.log1p({0})",
-    "sqrt": "ld.sqrt({0})",
-    "rsqrt": "tl.div_rn(1.0, ld.sqrt({0}))",
+    "sqrt": "tl.sqrt_rn({0})",
+    "rsqrt": "tl.div_rn(1.0, tl.sqrt_rn({0}))",
     "sin": "tl.sin({0})",
     "cos": "tl.cos({0})",
     "tan": "ld.tan({0})",
@@ -67,7 +68,7 @@ OPS: dict[str, str] = {
     "erf": "ld.erf({0})",
     "erfc": "ld.erfc({0})",
     "erfinv": "ld.erfinv({0})",
-    "lgamma": "ld.lgamma({0})",
+    "lgamma": "fir_lgamma({0})",
     "digamma": "fir_digamma({0})",
     "isnan": "{0} != {0}",
     "isinf": "tl.abs({0}) == float('inf')",
@@ -95,6 +96,7 @@ OPS: dict[str, str] = {
 # f64 operands: tl.div_rn (IEEE division; Triton's ``/`` on f32 is approximate) takes f32 only,
 # and f64's ``/`` is IEEE already
 F64_OPS: dict[str, str] = {
+    "sqrt": "ld.sqrt({0})",
     "div": "{0} / {1}",
     "reciprocal": "1.0 / {0}",
     "rsqrt": "1.0 / ld.sqrt({0})",
@@ -158,6 +160,9 @@ def cast_expr(value: str, source: DType, target: DType) -> str:
         return f"{value}.to({TL[target]}).to(tl.float32)"
     if source is DType.BOOL and target.is_float:
         return f"{value}.to(tl.int8).to({TL[target]})"
+    if source.is_float and target in (DType.U8, DType.I8, DType.I16):
+        # through int32, wrapping as torch's conversion does (the GPU's own saturates)
+        return f"{value}.to(tl.int32).to({TL[target]})"
     return f"{value}.to({TL[target]})"
 
 

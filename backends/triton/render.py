@@ -70,7 +70,7 @@ from .ops import (
 )
 from .texpr import t_index
 
-PERSISTENT_MAX = 4096  # reduced elements a program keeps in registers (the whole row)
+PERSISTENT_MAX = 8192  # reduced elements a program keeps in registers (the whole row)
 COLUMN_BLOCKS = (64, 64)  # XBLOCK, RBLOCK of a reduction over the outer dimension
 BLOCK_ELEMENTS = 4096  # elements of a reduction block (XBLOCK * RBLOCK)
 POINTWISE_BLOCK = 1024
@@ -129,7 +129,7 @@ def choose_config(plan: KernelPlan) -> Config:
             xblock = max(1, BLOCK_ELEMENTS // rblock // 2) if xloops else 1
             if numel is not None:
                 xblock = min(xblock, _pow2(numel))
-            warps = 8 if rblock * xblock >= 2048 else 4
+            warps = 16 if rblock * xblock >= 8192 else (8 if rblock * xblock >= 2048 else 4)
             return Config("reduction", xblock, RBLOCK=rblock, num_warps=warps, persistent=True)
         if columns:  # a block's columns are contiguous: many of them, few rows at a time
             xblock, rblock = COLUMN_BLOCKS
