@@ -24,7 +24,9 @@ __all__ = [
     "fir_argmax_combine",
     "fir_argmin_combine",
     "fir_digamma",
+    "fir_ceil",
     "fir_fdiv",
+    "fir_floor",
     "fir_floordiv_float",
     "fir_floordiv_int",
     "fir_idiv",
@@ -87,7 +89,7 @@ def fir_floordiv_float(a, b):
     m = ld.fmod(a, b)
     d = fir_fdiv(a - m, b)
     d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
-    f = ld.floor(d)
+    f = tl.floor(d)
     r = tl.where(d - f > 0.5, f + 1.0, f)
     q = fir_fdiv(tl.zeros_like(m) + a, b)
     r = tl.where(d == 0, ld.copysign(d * 0.0, q), r)
@@ -158,7 +160,7 @@ def fir_digamma(x):
     r = acc + ld.log(y) - 0.5 * fir_fdiv(one, y) - series
     pi = tl.full(y.shape, 3.141592653589793, y.dtype)
     r = tl.where(neg, r - fir_fdiv(pi, ld.tan(pi * x)), r)
-    whole = (x == ld.floor(x)) & (x < 0)
+    whole = (x == tl.floor(x)) & (x < 0)
     r = tl.where(whole, float("nan"), r)
     # (+-0 by its sign bit: the GPU may compute -x as 0 - x, which loses the sign of zero)
     inf = tl.where(ld.signbit(x) != 0, float("inf"), float("-inf"))
@@ -174,6 +176,25 @@ def fir_lgamma(x):
         return tl.where(tiny & (x != 0), -ld.log(tl.abs(x)), ld.lgamma(x))
     else:
         return ld.lgamma(x)
+
+
+@triton.jit
+def fir_floor(x):
+    # libdevice (and so tl.floor) flushes an f32 subnormal to zero: floor(-1e-40) is -1
+    if x.dtype == tl.float32:
+        tiny = (tl.abs(x) < 1.1754943508222875e-38) & (x != 0)
+        return tl.where(tiny, tl.where(x < 0, -1.0, 0.0), tl.floor(x))
+    else:
+        return tl.floor(x)
+
+
+@triton.jit
+def fir_ceil(x):
+    if x.dtype == tl.float32:
+        tiny = (tl.abs(x) < 1.1754943508222875e-38) & (x != 0)
+        return tl.where(tiny, tl.where(x > 0, 1.0, -0.0), tl.ceil(x))
+    else:
+        return tl.ceil(x)
 
 
 # -- merges for tl.reduce (the lanes of an accumulator, then the block)

@@ -4,7 +4,7 @@ and what each reduction kind starts from.
 Entries are ``str.format`` patterns over operand names (``{0}``, ``{1}``, ``{2}``); the helpers
 they call (``fir_*``) are ``@triton.jit`` functions of :mod:`.prelude`, written once for every
 dtype where the semantics differ (torch's floor division of ints and of floats). Math goes
-through libdevice (``ld.*``); division and square root of f32 are IEEE's (``tl.div_rn``,
+through libdevice (``ld.*``), floor and ceil through helpers that keep subnormals (libdevice flushes them); division and square root of f32 are IEEE's (``tl.div_rn``,
 ``tl.sqrt_rn``: Triton's ``/`` on f32 is CUDA's approximate one, and libdevice's ``sqrt`` flushes
 subnormals to zero, so ``rsqrt`` of 1e-40 would be inf). f16 and bf16 values are computed in f32: loads widen, stores narrow, a ``cast`` to
 them rounds.
@@ -39,8 +39,8 @@ OPS: dict[str, str] = {
     "copysign": "ld.copysign({0}, {1})",
     "relu": "tl.where({0} < 0, 0.0, {0})",
     "sign": "fir_sign({0})",
-    "floor": "ld.floor({0})",
-    "ceil": "ld.ceil({0})",
+    "floor": "fir_floor({0})",
+    "ceil": "fir_ceil({0})",
     "round": "ld.rint({0})",
     "trunc": "ld.trunc({0})",
     "exp": "ld.exp({0})",

@@ -99,6 +99,9 @@ class Config:
     num_warps: int = 4
     persistent: bool = False
     tile: tuple[str, str] | None = None  # tiled: (loop on axis 0, loop on axis 1)
+    # reduction: the outputs on the fast axis (1) and the reduced loop on axis 0, where the
+    # loads are contiguous along the outputs (``x.sum(0)``)
+    columns: bool = False
 
     def text(self) -> str:
         blocks = f"XBLOCK={self.XBLOCK}"
@@ -106,6 +109,7 @@ class Config:
             blocks = f"YBLOCK={self.YBLOCK}, " + blocks
         if self.kind == "reduction":
             blocks += f", RBLOCK={self.RBLOCK}" + (" persistent" if self.persistent else " looped")
+            blocks += " columns" if self.columns else ""
         return f"{self.kind}: {blocks}, num_warps={self.num_warps}"
 
 
@@ -131,7 +135,7 @@ def choose_config(plan: KernelPlan) -> Config:
                 xblock = min(xblock, _pow2(numel))
             warps = 16 if rblock * xblock >= 8192 else (8 if rblock * xblock >= 2048 else 4)
             return Config("reduction", xblock, RBLOCK=rblock, num_warps=warps, persistent=True)
-        if columns:  # a block's columns are contiguous: many of them, few rows at a time
+        if columns:  # outputs on the fast axis: many of them, few rows at a time
             xblock, rblock = COLUMN_BLOCKS
         else:
             xblock, rblock = 1, 2048
@@ -139,7 +143,7 @@ def choose_config(plan: KernelPlan) -> Config:
             xblock = min(xblock, _pow2(numel))
         if rnumel is not None:
             rblock = min(rblock, _pow2(rnumel))
-        return Config("reduction", xblock, RBLOCK=rblock, num_warps=8)
+        return Config("reduction", xblock, RBLOCK=rblock, num_warps=8, columns=columns)
     tile = _tile(plan)
     if tile is not None:
         return tile
@@ -312,17 +316,31 @@ class _Writer:
 
     # -- axes
 
+    @property
+    def xaxis(self) -> int:
+        """The axis of a reduction block that holds outputs (1 with ``columns``)."""
+        return 1 if self.cfg.columns else 0
+
+    @property
+    def raxis(self) -> int:
+        return 1 - self.xaxis
+
+    def _shape(self) -> tuple[str, str]:
+        if self.cfg.kind == "tiled":
+            return "YBLOCK", "XBLOCK"
+        return ("RBLOCK", "XBLOCK") if self.cfg.columns else ("XBLOCK", "RBLOCK")
+
     def axis_mask(self, axis: int) -> str:
         if self.cfg.kind == "tiled":
             return ("ymask", "xmask")[axis]
-        return ("xmask", "rmask")[axis]
+        return "xmask" if axis == self.xaxis else "rmask"
 
     def zeros(self, dims: frozenset[int]) -> str:
         if not dims:
             return "0"
         if self.cfg.kind == "pointwise":
             return "tl.zeros([XBLOCK], tl.int32)"
-        rows, cols = ("YBLOCK", "XBLOCK") if self.cfg.kind == "tiled" else ("XBLOCK", "RBLOCK")
+        rows, cols = self._shape()
         shape = [rows if 0 in dims else "1", cols if 1 in dims else "1"]
         return f"tl.zeros([{', '.join(shape)}], tl.int32)"
 
@@ -450,11 +468,12 @@ class _Writer:
             if xloops:
                 self._split("xindex", _memory_order(plan, xloops), frozenset({0}))
             return
-        self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+        x_at, r_at = ("[None, :]", "[:, None]") if self.xaxis else ("[:, None]", "[None, :]")
+        self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK){x_at}")
         self.emit(f"xmask = xindex < {self._dim(plan.numel)}")
         if xloops:
-            self._split("xindex", xloops, frozenset({0}))
-        rbase = "tl.arange(0, RBLOCK)[None, :]"
+            self._split("xindex", xloops, frozenset({self.xaxis}))
+        rbase = f"tl.arange(0, RBLOCK){r_at}"
         self.emit(f"rbase = {rbase}.to(tl.int64)" if self.big else f"rbase = {rbase}")
         self.rloops = [lp for lp in plan.loops if lp.reduction]
         self.open_r = 0
@@ -494,7 +513,7 @@ class _Writer:
             self.depth += 1
             self.emit("rindex = roffset + rbase")
         self.emit(f"rmask = rindex < {rnumel}")
-        self._split("rindex", self.rloops, frozenset({1}))
+        self._split("rindex", self.rloops, frozenset({self.raxis}))
         if not self.cfg.persistent:  # a load of an earlier loop is out of scope in this one
             self.loaded.clear()
 
@@ -641,7 +660,7 @@ class _Writer:
     # -- accumulators
 
     def _full(self, value: str, type_: str) -> str:
-        return f"tl.full([XBLOCK, RBLOCK], {value}, {type_})"
+        return f"tl.full([{', '.join(self._shape())}], {value}, {type_})"
 
     def _accinit(self, i: AccInit) -> None:
         a = i.acc
@@ -702,35 +721,39 @@ class _Writer:
         acc = self.accs[a]
         dsts = [self.name("value", d) for d in i.dsts]
         for d, dt in zip(i.dsts, i.dtypes):
-            self.dims[d] = frozenset({0})
+            self.dims[d] = frozenset({self.xaxis})
             self.dtypes[d] = dt
         kind = i.kind
         if kind == "sum":
-            self.emit(f"{dsts[0]} = tl.sum({a}, 1, keep_dims=True)")
+            self.emit(f"{dsts[0]} = tl.sum({a}, {self.raxis}, keep_dims=True)")
         elif kind == "any":
-            self.emit(f"{dsts[0]} = tl.max({a}.to(tl.int8), 1, keep_dims=True) != 0")
+            self.emit(f"{dsts[0]} = tl.max({a}.to(tl.int8), {self.raxis}, keep_dims=True) != 0")
         elif kind in ("prod", "max", "min"):
-            self.emit(f"{dsts[0]} = tl.reduce({a}, 1, fir_{kind}_combine, keep_dims=True)")
+            self.emit(
+                f"{dsts[0]} = tl.reduce({a}, {self.raxis}, fir_{kind}_combine, keep_dims=True)"
+            )
         elif kind in ("argmax", "argmin"):
             self.emit(
-                f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), 1, fir_{kind}_combine, keep_dims=True)"
+                f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), {self.raxis}, fir_{kind}_combine, keep_dims=True)"
             )
         elif kind == "welford" and a in self.welford:
             # the whole row at once: the mean, then the squared deviations from it (as exact
             # as Welford's update, and no division per element)
             x, m = self.welford[a]
             mean, m2, n = dsts
-            self.emit(f"{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({acc.type}), 1, keep_dims=True)")
             self.emit(
-                f"{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), 1, keep_dims=True), "
+                f"{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({acc.type}), {self.raxis}, keep_dims=True)"
+            )
+            self.emit(
+                f"{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {self.raxis}, keep_dims=True), "
                 f"tl.maximum({n}, 1.0))"
             )
             dev = self.temp("dev")
             self.emit(f"{dev} = tl.where({m}, {x} - {mean}, 0.0)")
-            self.emit(f"{m2} = tl.sum({dev} * {dev}, 1, keep_dims=True)")
+            self.emit(f"{m2} = tl.sum({dev} * {dev}, {self.raxis}, keep_dims=True)")
         elif kind == "welford":
             self.emit(
-                f"{', '.join(dsts)} = tl.reduce(({a}_mean, {a}_m2, {a}_n), 1, "
+                f"{', '.join(dsts)} = tl.reduce(({a}_mean, {a}_m2, {a}_n), {self.raxis}, "
                 "fir_welford_combine, keep_dims=True)"
             )
         for d, dt in zip(dsts, i.dtypes):
