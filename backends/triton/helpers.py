@@ -19,7 +19,25 @@ if os.environ.get("TRITON_INTERPRET") == "1":  # pragma: no cover - chosen at im
 else:
     from triton.language.extra import libdevice as ld
 
+
+def _launch_options() -> dict[str, object]:
+    """Compile options of every launch: libdevice without flushing subnormals to zero (Triton
+    turns the flush on by default; torch's CUDA kernels keep subnormals, and floor, fmod, sqrt
+    or lgamma of one would differ), where this Triton has the option."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return {}
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:  # pragma: no cover - a Triton without the CUDA back end
+        return {}
+    fields = getattr(CUDAOptions, "__dataclass_fields__", {})
+    return {"enable_reflect_ftz": False} if "enable_reflect_ftz" in fields else {}
+
+
+FIR_LAUNCH = _launch_options()
+
 __all__ = [
+    "FIR_LAUNCH",
     "fir_any_combine",
     "fir_argmax_combine",
     "fir_argmin_combine",

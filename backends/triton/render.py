@@ -811,6 +811,7 @@ def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
     )
     call += [f"{b}={getattr(cfg, b)}" for b in blocks]
     call.append(f"num_warps={cfg.num_warps}")
+    call.append("**FIR_LAUNCH")
     lines.append(f"    {plan.name}[grid]({', '.join(call)})")
     return "\n".join(lines) + "\n"
 

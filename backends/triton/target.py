@@ -14,6 +14,7 @@ from fir.backends.plan import ProgramPlan
 from fir.ir.dtypes import DType
 
 from .build import load_module, module_path
+from .helpers import FIR_LAUNCH
 from .render import render_program
 
 POINTER: dict[DType, str] = {
@@ -66,7 +67,7 @@ def compile_for_target(
         compiled = triton.compile(
             ASTSource(fn, signature, constexprs=constants),
             target=target,
-            options={"num_warps": cfg.num_warps},
+            options={"num_warps": cfg.num_warps, **FIR_LAUNCH},
         )
         out[k.name] = (time.perf_counter() - start, list(compiled.asm))
     return out
