@@ -251,6 +251,21 @@ def test_column_sum_takes_many_outputs_per_block() -> None:
     assert cfg.XBLOCK > 1 and not cfg.persistent
 
 
+def test_a_configuration_override_is_what_runs() -> None:
+    from fir.backends.triton import build_program, plan_for_triton
+    from fir.backends.triton.render import Config
+
+    text = "func @f(%x: f32[96, 40]) -> (f32[40]) {\n  %s = sum %x {dims = [0]} : f32[40]\n"
+    text += "  return %s\n}\n"
+    graph = parse_pipeline("fusion").run(parse_module(text, "<test>")).funcs[0]
+    plan = plan_for_triton(graph)
+    (k,) = plan.kernels()
+    cfg = Config("reduction", 16, RBLOCK=32, num_warps=2, columns=True)
+    kernels = build_program(plan, DEVICE, configs={k.name: cfg})
+    assert kernels.configs[k.name] == cfg
+    assert "XBLOCK=16, RBLOCK=32, num_warps=2" in kernels.source
+
+
 def test_symbolic_sizes_compile_once() -> None:
     (p,) = compile_text(cpp.SYMBOLIC)
     reference = parse_module(cpp.SYMBOLIC, "<test>").funcs[0]

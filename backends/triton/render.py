@@ -824,7 +824,7 @@ def render_program(
     kernel (for tuning)."""
 
     parts = [HEADER]
-    configs: dict[str, tuple[Config, bool]] = {}
+    chosen: dict[str, tuple[Config, bool]] = {}
     for position, k in enumerate(plan.kernels()):
         source, cfg, fails = render_kernel(
             k, (configs or {}).get(k.name), position, shared_storage(plan, k)
@@ -833,8 +833,8 @@ def render_program(
         space = f"{k.numel}; {k.rnumel}" if k.reduction else f"{k.numel}"
         parts.append(f"\n# kernel {k.name} over ({space}): {members}\n{source}")
         parts.append("\n" + launcher(k, cfg, fails))
-        configs[k.name] = (cfg, fails)
-    return "".join(parts), configs
+        chosen[k.name] = (cfg, fails)
+    return "".join(parts), chosen
 
 
 __all__ = [
