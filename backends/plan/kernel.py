@@ -89,7 +89,7 @@ class Scratch:
 SCRATCH_BYTES = 64 << 10
 STASH_COST = 8
 COSTLY = 8
-_COSTLY_OPS = frozenset(
+COSTLY_OPS = frozenset(
     [
         "exp",
         "exp2",
@@ -528,7 +528,7 @@ class _Builder:
                 args = tuple(operand(o) for o in op.operands)
                 parts = tuple(self._key(a) for a in args)
                 key = ("op", op.opcode, parts, dtype)
-                cost = (COSTLY if op.opcode in _COSTLY_OPS else 1) + sum(
+                cost = (COSTLY if op.opcode in COSTLY_OPS else 1) + sum(
                     self.cost.get(k, 0) for k in parts
                 )
                 names[id(op.result)] = self._reuse(key, dst) or self._emit(
