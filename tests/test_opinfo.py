@@ -62,6 +62,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")  # torch.testing._internal needs it
 
 MAX_SAMPLES = int(os.environ.get("FIR_OPINFO_SAMPLES", "4"))
+# the device the samples live on: "cuda" runs the suite through the Triton back end on a GPU
+# (``python tests/test_opinfo.py --device cuda``); CI runs it on the CPU
+DEVICE = os.environ.get("FIR_OPINFO_DEVICE", "cpu")
 SAMPLE_EVERY = 6
 
 # OpInfos (by name, or name.variant) chosen because their aten ops are mapped or are close to
@@ -361,7 +364,7 @@ def run_opinfo(op: Any, max_samples: int = MAX_SAMPLES) -> Outcome:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation notes from the sample generators
         try:
-            samples = iter(op.sample_inputs("cpu", torch.float32))
+            samples = iter(op.sample_inputs(DEVICE, torch.float32))
             while len(results) < max_samples:
                 sample = next(samples, None)
                 if sample is None:
@@ -681,7 +684,11 @@ def main(argv: list[str]) -> int:
         "--write-docs", nargs="?", const="docs/opinfo.md", default=None, metavar="PATH"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no per-OpInfo progress lines")
+    parser.add_argument("--device", default=None, help="where samples live (cpu, cuda)")
     opts = parser.parse_args(argv)
+    global DEVICE
+    if opts.device:  # (FIR_OPINFO_SAMPLES sets the samples per OpInfo)
+        DEVICE = opts.device
     db = _load_op_db()
     ops = select_ops(db, opts.ops)
     t0 = time.perf_counter()
