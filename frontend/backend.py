@@ -119,7 +119,8 @@ def compile_graph_module(
         compiled.stages.append((p.name, print_module(m)))
 
     compiled.module = pipeline.run(module, after_pass=after)
-    backend = choose_backend(options, example_inputs)
+    where = list(example_inputs) + _output_values(gm)
+    backend = choose_backend(options, where)
     at_tensor_level = any(isinstance(n, TensorOp) for f in compiled.module.funcs for n in f.nodes)
     if backend not in (None, "interp") and at_tensor_level:
         warnings.warn(
@@ -133,13 +134,16 @@ def compile_graph_module(
 
         try:
             compiled.program = compile_function(
-                compiled.module.funcs[0], backend, device=_device(example_inputs)
+                compiled.module.funcs[0], backend, device=_device(where)
             )
         except FirError as e:
             raise BackendCompileError(
                 f"the {backend} back end could not compile {name}: {e.message}", e.loc
             ) from e
-        if options.cuda_graphs and compiled.program.device == "cuda":
+        device = compiled.program.device
+        if device != "cpu":  # constants the import made (folded arange, eye …) go with it
+            compiled.constants = [c.to(device) for c in compiled.constants]
+        if options.cuda_graphs and device == "cuda":
             from fir.backends.graphs import CudaGraphProgram
 
             compiled.program = CudaGraphProgram(compiled.program)
@@ -174,7 +178,10 @@ def fir_backend(
             warnings.warn(f"fir: running this graph with PyTorch: {e.message}", stacklevel=2)
             return make_boxed_func(fx_gm.forward)
 
-        if compiled.program is None and choose_backend(opts, inputs) is None:
+        if (
+            compiled.program is None
+            and choose_backend(opts, [*inputs, *_output_values(fx_gm)]) is None
+        ):
             # FIR has compiled the graph (fir.explain reports its kernels), but it generates no
             # code for this device: PyTorch runs it
             warnings.warn(
@@ -195,6 +202,16 @@ def fir_backend(
         fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward)
     )
     return backend(gm, example_inputs)
+
+
+def _output_values(gm: torch.fx.GraphModule) -> list[Any]:
+    """The example values of a graph's outputs: where a graph with no tensor input (``arange``,
+    ``eye`` with a ``device=``) computes."""
+    out: list[Any] = []
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            torch.fx.map_arg(node.args, lambda n: out.append(n.meta.get("val")))
+    return [v for v in out if isinstance(v, torch.Tensor)]
 
 
 def _device(inputs: Sequence[Any]) -> str:

@@ -251,6 +251,14 @@ def test_column_sum_takes_many_outputs_per_block() -> None:
     assert cfg.XBLOCK > 1 and not cfg.persistent
 
 
+def test_a_reduction_of_one_element() -> None:
+    # the OpInfo suite on a GPU: sum of a 0-d or 1-element tensor has no reduction loop left
+    for shape in ("1", "", "1, 1"):
+        text = f"func @f(%x: f32[{shape}]) -> (f32[]) {{\n  %s = sum %x : f32[]\n"
+        text += "  return %s\n}\n"
+        check(text)
+
+
 def test_a_configuration_override_is_what_runs() -> None:
     from fir.backends.triton import build_program, plan_for_triton
     from fir.backends.triton.render import Config

@@ -493,6 +493,9 @@ class _Writer:
         self.emit(f"rbase = {rbase}.to(tl.int64)" if self.big else f"rbase = {rbase}")
         self.rloops = [lp for lp in plan.loops if lp.reduction]
         self.open_r = 0
+        if not self.rloops:  # a reduction of one element (its loop squeezed): one lane of it
+            self.emit("rindex = rbase")
+            self.emit("rmask = rindex < 1")
 
     # -- instructions
 
