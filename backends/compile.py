@@ -13,7 +13,7 @@ from fir.ir.graph import Graph
 from .plan import plan_program
 from .runtime import CompiledProgram
 
-BACKENDS = ("cpp", "triton")
+BACKENDS = ("cpp", "triton", "llvm")
 
 
 def compile_function(g: Graph, backend: str = "cpp", device: str | None = None) -> CompiledProgram:
@@ -29,6 +29,11 @@ def compile_function(g: Graph, backend: str = "cpp", device: str | None = None) 
         device = device or default_device()
         plan = plan_for_triton(g)
         return CompiledProgram(plan, build_triton(plan, device), device)
+    if backend == "llvm":
+        from .llvm import build_program as build_llvm
+
+        plan = plan_program(g, scratch_rows=lambda _: False)
+        return CompiledProgram(plan, build_llvm(plan))
     plan = plan_program(g)
     from .cpp import build_program
 

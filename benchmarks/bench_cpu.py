@@ -149,19 +149,26 @@ def measure(name: str, repeat: int) -> dict[str, Any]:
 
         fir_kernels = sum(kernel_count(g.module.funcs[0]) for g in COMPILED[start:])
         fir_compiled = all(g.program is not None for g in COMPILED[start:])
-        times: dict[str, list[float]] = {"eager": [], "inductor": [], "fir": []}
+        start = len(COMPILED)
+        llvm = torch.compile(fn, backend="fir", options={"backend": "llvm"})
+        _check(llvm(*args), want)
+        llvm_compiled = all(g.program is not None for g in COMPILED[start:])
+        times: dict[str, list[float]] = {"eager": [], "inductor": [], "fir": [], "llvm": []}
         for _ in range(2):  # warm-up
-            fn(*args), inductor(*args), fir(*args)
+            fn(*args), inductor(*args), fir(*args), llvm(*args)
         for _ in range(repeat):
             times["eager"].append(_time(lambda: fn(*args)))
             times["inductor"].append(_time(lambda: inductor(*args)))
             times["fir"].append(_time(lambda: fir(*args)))
+            times["llvm"].append(_time(lambda: llvm(*args)))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "name": name,
         "eager": med["eager"],
         "inductor": med["inductor"],
         "fir": med["fir"],
+        "llvm": med["llvm"],
+        "llvm_compiled": llvm_compiled,
         "bytes": _bytes(args, want),
         "fir_kernels": fir_kernels,
         "inductor_kernels": inductor_kernels,
@@ -177,7 +184,12 @@ fn, make = bench_cpu.programs()[{name!r}]
 args = make()
 with torch.no_grad():
     t = time.perf_counter(); fn(*args); eager = time.perf_counter() - t
-    f = torch.compile(fn, backend={backend!r}) if {backend!r} != "inductor" else torch.compile(fn)
+    if {backend!r} == "inductor":
+        f = torch.compile(fn)
+    elif {backend!r} == "fir-llvm":
+        f = torch.compile(fn, backend="fir", options={{"backend": "llvm"}})
+    else:
+        f = torch.compile(fn, backend={backend!r})
     t = time.perf_counter(); f(*args); first = time.perf_counter() - t
     t = time.perf_counter(); f(*args); second = time.perf_counter() - t
 print(json.dumps(first - second))
@@ -196,7 +208,7 @@ def cold_compile(name: str, backend: str) -> float:
         return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, float]]) -> str:
+def table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -> str:
     head = (
         "| program | eager | Inductor | FIR | FIR / Inductor | FIR GB/s | Inductor GB/s | kernels "
         "FIR / Inductor | cold compile FIR / Inductor |"
@@ -218,6 +230,34 @@ def table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, float]]) -> s
     geo = math.exp(statistics.mean(math.log(r["fir"] / r["inductor"]) for r in big))
     lines.append("")
     lines.append(f"Geometric mean of FIR / Inductor over the {len(big)} large programs: {geo:.2f}.")
+    return "\n".join(lines)
+
+
+def llvm_table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -> str:
+    """FIR-llvm (issue 13, first slice: one thread a kernel, libm for the math functions LLVM
+    has no intrinsic for) against Inductor, from the same run."""
+    lines = [
+        "## FIR-llvm (the llvmlite back end)",
+        "",
+        'The same run, FIR with `options={"backend": "llvm"}`: kernels built as LLVM IR and '
+        "compiled in the process (O3, the host CPU). This first slice runs each kernel on one "
+        "thread.",
+        "",
+        "| program | Inductor | FIR-llvm | FIR-llvm / Inductor | FIR-llvm / FIR-cpp | cold compile "
+        "FIR-llvm / Inductor |",
+        "|" + "---|" * 6,
+    ]
+    for r in rows:
+        c = cold.get(r["name"])
+        cold_text = f"{c[2]:.2f} s / {c[1]:.2f} s" if c is not None and len(c) > 2 else ""
+        flag = "" if r.get("llvm_compiled", True) else " (not compiled)"
+        lines.append(
+            f"| {r['name']}{flag} | {r['inductor'] * 1e3:.3f} ms | {r['llvm'] * 1e3:.3f} ms | "
+            f"{r['llvm'] / r['inductor']:.2f} | {r['llvm'] / r['fir']:.2f} | {cold_text} |"
+        )
+    big = [r for r in rows if not r["name"].startswith("tiny")]
+    geo = math.exp(statistics.mean(math.log(r["llvm"] / r["inductor"]) for r in big))
+    lines += ["", f"Geometric mean of FIR-llvm / Inductor over the large programs: {geo:.2f}."]
     return "\n".join(lines)
 
 
@@ -286,7 +326,7 @@ def plain_copy_gbs(repeat: int) -> float:
     return 2 * x.numel() * 4 / statistics.median(times) / 1e9
 
 
-def verdict(rows: list[dict[str, Any]], cold: dict[str, tuple[float, float]], copy: float) -> str:
+def verdict(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]], copy: float) -> str:
     """The run against issue 11's bars, and the programs slower than Inductor with why."""
     gbs = {r["name"]: r["bytes"] / 1e9 / r["fir"] for r in rows}
     big = [r for r in rows if not r["name"].startswith("tiny")]
@@ -313,7 +353,7 @@ def verdict(rows: list[dict[str, Any]], cold: dict[str, tuple[float, float]], co
         else f"- more kernels than Inductor: {', '.join(more)}"
     )
     if cold:
-        slower = [n for n, (f, i) in cold.items() if f >= i]
+        slower = [n for n, (f, i, *_) in cold.items() if f >= i]
         out.append(
             "- cold compile faster than Inductor's on every program"
             if not slower
@@ -347,16 +387,21 @@ def main() -> None:
             f"fir {r['fir'] * 1e3:.2f} ms",
             file=sys.stderr,
         )
-    cold: dict[str, tuple[float, float]] = {}
+    cold: dict[str, tuple[float, ...]] = {}
     if not args.quick:
         for name in names:
-            cold[name] = (cold_compile(name, "fir"), cold_compile(name, "inductor"))
+            cold[name] = (
+                cold_compile(name, "fir"),
+                cold_compile(name, "inductor"),
+                cold_compile(name, "fir-llvm"),
+            )
             print(
-                f"{name}: cold compile fir {cold[name][0]:.2f} s, inductor {cold[name][1]:.2f} s",
+                f"{name}: cold compile fir {cold[name][0]:.2f} s, inductor {cold[name][1]:.2f} s, "
+                f"fir-llvm {cold[name][2]:.2f} s",
                 file=sys.stderr,
             )
     copy = plain_copy_gbs(repeat)
-    text = table(rows, cold) + "\n\n" + verdict(rows, cold, copy)
+    text = table(rows, cold) + "\n\n" + verdict(rows, cold, copy) + "\n\n" + llvm_table(rows, cold)
     print(text)
     if args.quick or args.only:
         return

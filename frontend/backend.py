@@ -9,7 +9,8 @@ Options (``torch.compile(..., options={...})``):
 * ``backend``: what runs the compiled program: by default the back end of the inputs' device,
   ``"cpp"`` for CPU tensors (C++/OpenMP kernels, :mod:`fir.backends.cpp`) and ``"triton"`` for
   CUDA tensors (:mod:`fir.backends.triton`); or ``"interp"`` (the reference interpreter, any
-  pipeline). Tensors on another device run with PyTorch, with a warning;
+  pipeline), or ``"llvm"`` (kernels compiled in the process by llvmlite, CPU tensors).
+  Tensors on another device run with PyTorch, with a warning;
 * ``cuda_graphs``: capture each compiled CUDA graph module in a CUDA graph on its second call
   and replay it after (default False): one launch per call instead of one per kernel;
 * ``fallback``: on a graph FIR cannot import or compile, run it with PyTorch (default True)
@@ -32,8 +33,8 @@ from fir.ir.printer import print_module
 
 from .fx_import import ImportReport, import_graph_module
 
-RUNNERS = ("cpp", "triton", "interp")
-PLANNED_RUNNERS = ("llvm",)
+RUNNERS = ("cpp", "triton", "llvm", "interp")
+PLANNED_RUNNERS: tuple[str, ...] = ()
 DEVICE_BACKENDS = {"cpu": "cpp", "cuda": "triton"}
 _graph_ids = itertools.count()
 

@@ -152,10 +152,17 @@ def test_option_backend_interp() -> None:
     torch.testing.assert_close(compile_fir(_small, backend="interp")(x, w), _small(x, w))
 
 
+def test_option_backend_llvm() -> None:
+    from fir.frontend.backend import COMPILED
+
+    x, w = torch.randn(4, 8), torch.randn(8)
+    torch.testing.assert_close(compile_fir(_small, backend="llvm")(x, w), _small(x, w))
+    assert type(COMPILED[-1].program.kernels).__name__ == "LLVMKernels"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"backend": "llvm"}, "fir backend 'llvm' is not available yet"),
         ({"backend": "tpu"}, "unknown fir backend 'tpu'"),
         ({"no_such_option": 1}, "unknown fir backend option 'no_such_option'"),
         ({"pipeline": "no-such-pass"}, "unknown pass 'no-such-pass'"),

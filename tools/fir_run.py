@@ -33,10 +33,10 @@ def build_arg_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backend",
-        choices=["interp", "cpp", "triton"],
+        choices=["interp", "cpp", "triton", "llvm"],
         default="interp",
         help="run with the reference interpreter (default) or compile with a code generator "
-        "(cpp: C++/OpenMP; triton: CUDA, or Triton's interpreter with TRITON_INTERPRET=1; the "
+        "(cpp: C++/OpenMP; llvm: LLVM in the process; triton: CUDA, or Triton's interpreter with TRITON_INTERPRET=1; the "
         "program must be at loop level after the pipeline, e.g. "
         "-p fusion)",
     )

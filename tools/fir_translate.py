@@ -3,6 +3,7 @@
     fir-translate prog.fir -p fusion --target plan   # the kernel plans (all back ends share them)
     fir-translate prog.fir -p fusion --target cpp    # the C++/OpenMP translation unit
     fir-translate prog.fir -p fusion --target triton # the Triton module (CUDA)
+    fir-translate prog.fir -p fusion --target llvm [--opt]  # LLVM IR, before or after O3
 
 The program must be at loop level when the pipeline is done (``-p fusion`` takes a tensor-level
 program there). Errors are located, exit status 1.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from fir.tools.cli import ArgParser, run_main
 
-TARGETS = ("plan", "cpp", "triton")
+TARGETS = ("plan", "cpp", "triton", "llvm")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -28,12 +29,24 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--pipeline", default="", help="passes to run first, e.g. 'fusion'")
     p.add_argument("--target", choices=TARGETS, default="plan", help="what to print")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument("--opt", action="store_true", help="--target llvm: the IR after O3")
     return p
 
 
-def translate(module: object, target: str) -> str:
+def translate(module: object, target: str, opt: bool = False) -> str:
     from fir.backends.plan import plan_module
 
+    if target == "llvm":
+        import llvmlite.binding as llvm
+        from fir.backends.llvm.build import optimise, symbol
+        from fir.backends.llvm.render import render_module
+
+        plans = plan_module(module, scratch_rows=lambda _: False)  # type: ignore[arg-type]
+        texts = []
+        for p in plans:
+            text = str(render_module(p.kernels(), symbol, llvm.get_process_triple()))
+            texts.append(str(optimise(text, p.name)[0]) if opt else text)
+        return "\n".join(texts)
     if target == "triton":
         from fir.backends.triton import keeps_rows
         from fir.backends.triton.render import render_program as render_triton
@@ -66,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         module = parse_module(text, name)
         verify_module(module)
         module = pipeline.run(module)
-        out = translate(module, args.target)
+        out = translate(module, args.target, args.opt)
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1

@@ -1,0 +1,196 @@
+"""The llvmlite back end (first slice): every kernel it builds gives the interpreter's results.
+
+The programs are the C++ back end's tests' (``tests/test_cpp_render.py``); kernels run on one
+thread in this slice. Ops the back end does not cover yet (``UNSUPPORTED``) raise a clear
+``LLVMRenderError``, which the frontend turns into running the graph with PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("llvmlite")
+
+from fir.backends.compile import compile_function  # noqa: E402
+from fir.backends.llvm import UNSUPPORTED, LLVMRenderError  # noqa: E402
+from fir.ir.dtypes import DType  # noqa: E402
+from fir.ir.errors import KernelIndexError, KernelZeroDivisionError  # noqa: E402
+from fir.ir.interpreter import run_graph  # noqa: E402
+from fir.ir.parser import parse_module  # noqa: E402
+from fir.passes.pipeline import parse_pipeline  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import test_cpp_render as cpp  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def compile_text(text: str) -> list:
+    module = parse_pipeline("fusion").run(parse_module(text, "<test>"))
+    return [compile_function(g, "llvm") for g in module.funcs]
+
+
+def check(text: str, inputs: list | None = None, rtol: float = 1e-5, atol: float = 1e-5) -> list:
+    programs = compile_text(text)
+    reference = parse_module(text, "<test>")
+    for p, ref_g in zip(programs, reference.funcs):
+        xs = inputs if inputs is not None else cpp.random_inputs(ref_g)
+        want = run_graph(ref_g, [x.clone() for x in xs])
+        got = p(*[x.clone() for x in xs])
+        for w, o, name in zip(want, got, p.plan.outputs):
+            assert o.dtype == w.dtype and o.shape == w.shape, name
+            torch.testing.assert_close(
+                o, w, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, n=name: f"%{n}: {m}"
+            )
+    return programs
+
+
+@pytest.mark.parametrize(
+    "path", sorted(str(p) for p in (ROOT / "examples").glob("*.fir")), ids=lambda p: Path(p).name
+)
+def test_example(path: str) -> None:
+    check(Path(path).read_text(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(cpp.PROGRAMS))
+def test_program(name: str) -> None:
+    text = cpp.PROGRAMS[name]
+    tol = 1e-2 if "16" in name else 1e-4
+    check(text, cpp._inputs_for(name, text), rtol=tol, atol=tol)
+
+
+def _without_unsupported(text: str) -> str:
+    """The op program with the ops this slice lacks taken out (of the body and the return)."""
+    lines = text.splitlines()
+    drop = {ln.split("=")[0].strip() for ln in lines if any(f"= {op} " in ln for op in UNSUPPORTED)}
+    kept = [ln for ln in lines if ln.split("=")[0].strip() not in drop]
+    head = kept[0]
+    names, types = [], []
+    ret = next(ln for ln in kept if ln.strip().startswith("return "))
+    for name in ret.strip()[len("return ") :].split(", "):
+        if name not in drop:
+            names.append(name)
+    body = [ln for ln in kept[1:] if ln.strip().startswith("%")]
+    for ln in body:
+        if ln.split("=")[0].strip() in names:
+            types.append(ln.split(" : ")[1])
+    head = head[: head.index("-> (")] + f"-> ({', '.join(types)}) {{"
+    return "\n".join([head, *body, f"  return {', '.join(names)}", "}"]) + "\n"
+
+
+@pytest.mark.parametrize("dtype", list(DType), ids=str)
+def test_every_elementwise_op(dtype: DType) -> None:
+    text, inputs = cpp._op_program(dtype)
+    tol = {DType.F16: 1e-3, DType.BF16: 8e-3, DType.F32: 2e-6, DType.F64: 1e-12}.get(dtype, 0)
+    check(_without_unsupported(text), inputs, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op", UNSUPPORTED)
+def test_an_op_this_slice_lacks_is_a_clear_error(op: str) -> None:
+    text = f"func @f(%x: f32[8]) -> (f32[8]) {{\n  %y = {op} %x : f32[8]\n  return %y\n}}\n"
+    with pytest.raises(LLVMRenderError, match=f"no '{op}'"):
+        compile_text(text)
+
+
+@pytest.mark.parametrize("source", list(DType), ids=str)
+def test_every_cast(source: DType) -> None:
+    n = 64
+    lines = [f"  %y{k} = cast %a : {t.value}[{n}]" for k, t in enumerate(DType)]
+    results = ", ".join(f"{t.value}[{n}]" for t in DType)
+    names = ", ".join(f"%y{k}" for k in range(len(DType)))
+    text = f"func @casts(%a: {source.value}[{n}]) -> ({results}) {{\n" + "\n".join(lines)
+    text += f"\n  return {names}\n}}\n"
+    a = cpp._special(source, n, 4)
+    if source.is_float:
+        a = torch.where(a.isfinite() & (a.abs() < 100), a, torch.zeros_like(a))
+    check(text, [a], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (4, 33), (40, 1000)], ids=str)
+@pytest.mark.parametrize("nans", [False, True], ids=["finite", "nan"])
+def test_reductions(shape: tuple[int, int], nans: bool) -> None:
+    for template in (cpp.REDUCE_ALL, cpp.REDUCE_ROWS):
+        text = template.replace("R", str(shape[0])).replace("C", str(shape[1]))
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(7)) * 0.1 + 1
+        if nans:
+            x = cpp._with_nans(x, 8)
+        check(text, [x], rtol=1e-4, atol=1e-4)
+
+
+def test_argmax_ties_and_infinities_take_the_first() -> None:
+    text = cpp.REDUCE_ROWS.replace("R", "6").replace("C", "50")
+    text = text.replace("  %m, %m2, %n = welford %x {dims = [1]} : f32[6], f32[6], f32[6]\n", "")
+    text = text.replace("%m, %m2, %p", "%s, %mx, %p")
+    x = torch.zeros(6, 50)
+    x[0, [3, 20, 37]] = 5.0
+    x[1] = -math.inf
+    x[2, [40, 9]] = math.nan
+    x[3, 49] = 1.0
+    x[4] = math.inf
+    check(text, [x], rtol=0, atol=0)
+
+
+def test_symbolic_sizes_compile_once() -> None:
+    (p,) = compile_text(cpp.SYMBOLIC)
+    reference = parse_module(cpp.SYMBOLIC, "<test>").funcs[0]
+    for rows, cols in [(1, 1), (3, 17), (5, 100)]:
+        g = torch.Generator().manual_seed(rows * cols)
+        xs = [torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)]
+        for w, o in zip(run_graph(reference, xs), p(*xs)):
+            torch.testing.assert_close(o, w, rtol=1e-4, atol=1e-4)
+
+
+def test_out_of_range_gather_index_and_division_by_zero_raise() -> None:
+    (p,) = compile_text(cpp.PROGRAMS["embedding"])
+    w = torch.randn(50, 48)
+    ids = torch.randint(0, 50, (7, 3))
+    ids[4, 1] = 50
+    with pytest.raises(KernelIndexError, match=r"out of bounds \[0, 50\)"):
+        p(w, ids)
+    text = "func @f(%a: i32[64], %b: i32[64]) -> (i32[64]) {\n"
+    text += "  %q = floordiv %a, %b : i32[64]\n  return %q\n}\n"
+    (q,) = compile_text(text)
+    b = torch.ones(64, dtype=torch.int32)
+    b[9] = 0
+    with pytest.raises(KernelZeroDivisionError):
+        q(torch.arange(64, dtype=torch.int32), b)
+
+
+def test_a_pointwise_loop_is_vectorised() -> None:
+    text = "func @f(%x: f32[4096], %y: f32[4096]) -> (f32[4096]) {\n"
+    text += "  %a = mul %x, 2.0 : f32[4096]\n  %b = add %a, %y : f32[4096]\n  return %b\n}\n"
+    (p,) = check(text)
+    optimised = str(p.kernels.module)
+    assert "<8 x float>" in optimised or "<16 x float>" in optimised
+
+
+def test_random_programs_match_eager() -> None:
+    import strategies as S
+    from tensor_programs import random_program
+
+    for seed in range(12):
+        p = random_program(S.RandomChooser(4000 + seed), num_ops=10)
+        module = parse_pipeline("fusion").run(parse_module(p.text, "<random>"))
+        try:
+            program = compile_function(module.funcs[0], "llvm")
+        except LLVMRenderError as e:  # an op of UNSUPPORTED: said, not wrong
+            assert any(f"'{op}'" in e.message for op in UNSUPPORTED), e.message
+            continue
+        got = program(*[x.clone() for x in p.inputs])
+        for o, w in zip(got, p.expected):
+            torch.testing.assert_close(o, w, rtol=1e-4, atol=1e-4, equal_nan=True, msg=p.text)
+
+
+def test_a_200_op_chain() -> None:
+    lines = ["func @chain(%x: f32[64, 128]) -> (f32[64, 128]) {", "  %v0 = sin %x : f32[64, 128]"]
+    for k in range(1, 200):
+        op = ("mul %v{0}, 1.01", "add %v{0}, 0.1", "relu %v{0}", "sub %v{0}, 0.05")[k % 4]
+        lines.append(f"  %v{k} = {op.format(k - 1)} : f32[64, 128]")
+    lines += ["  return %v199", "}"]
+    check("\n".join(lines) + "\n", rtol=1e-4, atol=1e-4)
