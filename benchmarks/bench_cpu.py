@@ -234,8 +234,8 @@ def table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -> str
 
 
 def llvm_table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -> str:
-    """FIR-llvm (issue 13, first slice: one thread a kernel, libm for the math functions LLVM
-    has no intrinsic for) against Inductor, from the same run."""
+    """FIR-llvm (issue 13, first slice: libm for the math functions LLVM has no intrinsic for)
+    against Inductor, from the same run."""
     lines = [
         "## FIR-llvm (the llvmlite back end)",
         "",

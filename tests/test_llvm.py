@@ -194,3 +194,16 @@ def test_a_200_op_chain() -> None:
         lines.append(f"  %v{k} = {op.format(k - 1)} : f32[64, 128]")
     lines += ["  return %v199", "}"]
     check("\n".join(lines) + "\n", rtol=1e-4, atol=1e-4)
+
+
+def test_a_kernel_split_over_threads_matches() -> None:
+    # above the grain: the parallel loop's range is split into a chunk per thread
+    text = """
+func @f(%x: f32[300, 260], %w: f32[260]) -> (f32[300, 260], f32[300], i64[300]) {
+  %y = mul %x, %w : f32[300, 260]
+  %s = sum %y {dims = [1]} : f32[300]
+  %a = argmax %y {dim = 1} : i64[300]
+  return %y, %s, %a
+}"""
+    (p,) = check(text, rtol=1e-4, atol=1e-4)
+    assert p.kernels.threads >= 1

@@ -9,14 +9,18 @@ the process by MCJIT: no toolchain at all. A module LLVM's verifier rejects is a
 from __future__ import annotations
 
 import ctypes
+import os
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fir.backends.plan import ProgramPlan
+from fir.backends.plan import KernelPlan, ProgramPlan
+from fir.backends.plan.instructions import LoopBegin
 from fir.ir.errors import FirError
+from fir.ir.types import dims_mul
 
 from .render import render_module
 
@@ -73,21 +77,54 @@ def optimise(ir_text: str, name: str) -> tuple[Any, Any]:
     return mod, tm
 
 
-class _Fn:
-    __slots__ = ("args", "error", "error_ref", "fn", "nargs", "nsizes", "sizes")
+GRAIN = 32768  # element-iterations below which a kernel runs on one thread (as the C++ one)
 
-    def __init__(self, address: int, nargs: int, nsizes: int) -> None:
-        proto = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+def _threads() -> int:
+    return max(1, min(os.cpu_count() or 1, int(os.environ.get("FIR_LLVM_THREADS", "0")) or 64))
+
+
+class _Fn:
+    """One kernel: its entry point, the size of its parallel loop and its work, and argument
+    arrays per thread (a call writes them)."""
+
+    def __init__(self, address: int, plan: KernelPlan) -> None:
+        proto = ctypes.CFUNCTYPE(
+            ctypes.c_int64,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.c_int64,
+        )
         self.fn = proto(address)
-        self.nargs, self.nsizes = nargs, nsizes
-        self.args = (ctypes.c_uint64 * max(nargs, 1))()
-        self.sizes = (ctypes.c_int64 * max(nsizes, 1))()
-        self.error = ctypes.c_int64(0)
-        self.error_ref = ctypes.addressof(self.error)
+        self.nargs, self.nsizes = len(plan.args), len(plan.sizes)
+        outer = next((i for i in plan.instrs if isinstance(i, LoopBegin) and i.parallel), None)
+        self.outer = outer.size if outer is not None else None  # Dim, or no parallel loop
+        self.work = dims_mul((plan.numel, plan.rnumel)) if plan.reduction else plan.numel
+        self.sizes_of = plan.sizes
+
+    def run(
+        self, args: Sequence[int], sizes: Sequence[int], start: int, stop: int
+    ) -> tuple[int, int]:
+        a = (ctypes.c_uint64 * max(self.nargs, 1))(*args)
+        s = (ctypes.c_int64 * max(self.nsizes, 1))(*sizes)
+        err = ctypes.c_int64(0)
+        code = self.fn(ctypes.addressof(a), ctypes.addressof(s), ctypes.addressof(err), start, stop)
+        return code, (err.value if code else 0)
+
+
+def _value(d: Any, names: Sequence[str], sizes: Sequence[int]) -> int:
+    if isinstance(d, int):
+        return d
+    return int(d.subs({sym: sizes[names.index(sym.name)] for sym in d.free_symbols}))
 
 
 class LLVMKernels:
-    """A program's kernels compiled by LLVM in this process; ``call`` as the C++ back end's."""
+    """A program's kernels compiled by LLVM in this process; ``call`` as the C++ back end's. A
+    kernel with a parallel loop and enough work runs on every core: its loop's range is split
+    into one chunk per thread, each a ctypes call (which releases the GIL); the first failing
+    chunk's error is the call's."""
 
     def __init__(self, plan: ProgramPlan) -> None:
         import llvmlite.binding as llvm
@@ -100,23 +137,40 @@ class LLVMKernels:
         self.engine = llvm.create_mcjit_compiler(self.module, tm)
         self.engine.finalize_object()
         self.fns = {
-            k.name: _Fn(self.engine.get_function_address(symbol(k.name)), len(k.args), len(k.sizes))
-            for k in kernels
+            k.name: _Fn(self.engine.get_function_address(symbol(k.name)), k) for k in kernels
         }
         self.seconds = time.perf_counter() - start
         self.source = self.ir
+        self.threads = _threads()
+        self.pool: ThreadPoolExecutor | None = None
 
     def names(self) -> list[str]:
         return list(self.fns)
 
     def call(self, name: str, args: Sequence[int], sizes: Sequence[int] = ()) -> tuple[int, int]:
         f = self.fns[name]
-        if f.nargs:
-            f.args[:] = args
-        if f.nsizes:
-            f.sizes[:] = sizes
-        code = f.fn(ctypes.addressof(f.args), ctypes.addressof(f.sizes), f.error_ref)
-        return code, (f.error.value if code else 0)
+        if len(args) != f.nargs or len(sizes) != f.nsizes:
+            raise ValueError(
+                f"kernel {name} takes {f.nargs} pointer(s) and {f.nsizes} size(s), "
+                f"got {len(args)} and {len(sizes)}"
+            )
+        big = 1 << 62
+        if f.outer is None or self.threads == 1:
+            return f.run(args, sizes, 0, big)
+        outer = _value(f.outer, f.sizes_of, sizes)
+        work = _value(f.work, f.sizes_of, sizes)
+        chunks = min(self.threads, outer, max(1, work // GRAIN))
+        if chunks <= 1:
+            return f.run(args, sizes, 0, big)
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="fir-llvm")
+        step = -(-outer // chunks)
+        futures = [
+            self.pool.submit(f.run, args, sizes, lo, min(lo + step, outer))
+            for lo in range(0, outer, step)
+        ]
+        results = [fu.result() for fu in futures]
+        return next((r for r in results if r[0]), (0, 0))
 
 
 def build_program(plan: ProgramPlan) -> LLVMKernels:

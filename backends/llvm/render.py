@@ -1,14 +1,15 @@
 """Kernel plans as LLVM IR, built with ``llvmlite.ir`` (no IR text assembled by hand).
 
-One function per plan, ``i64 NAME(i8** args, i64* sizes, i64* error_value)``, the C++ back
-end's calling convention, so the runtime calls both alike. The plan's loop nest is written as
+One function per plan, ``i64 NAME(i8** args, i64* sizes, i64* error_value, i64 start, i64
+stop)``: the C++ back end's arguments, and the range of the parallel (outermost pointwise) loop
+this call runs, so that the runtime can split a kernel over threads. The plan's loop nest is written as
 it is: each loop keeps its counter in a stack slot (``alloca`` in the entry block, which
 ``mem2reg`` turns into registers), accumulators likewise; LLVM's loop vectoriser then widens the
 innermost loops (a pointwise loop of f32 becomes ``<8 x float>`` on AVX2, ``<16 x float>`` where
 it prefers 512-bit vectors). Float reductions keep their order (no ``reassoc``), so they match
 the interpreter and are not vectorised.
 
-This first slice runs each kernel on one thread and calls libm for the math functions LLVM has
+This first slice calls libm for the math functions LLVM has
 no intrinsic for; the ops it does not cover raise :class:`LLVMRenderError` (the frontend then
 runs the graph with PyTorch): see ``UNSUPPORTED``.
 """
@@ -75,10 +76,10 @@ class _Kernel:
         self.m = module
         self.plan = plan
         fnty = ir.FunctionType(
-            I64, [I8.as_pointer().as_pointer(), I64.as_pointer(), I64.as_pointer()]
+            I64, [I8.as_pointer().as_pointer(), I64.as_pointer(), I64.as_pointer(), I64, I64]
         )
         self.fn = ir.Function(module, fnty, symbol)
-        args, sizes, self.err = self.fn.args
+        args, sizes, self.err, self.start, self.stop = self.fn.args
         entry = self.fn.append_basic_block("entry")
         self.alloca_b = ir.IRBuilder(entry)  # stack slots, at the top of the entry block
         body = self.fn.append_basic_block("body")
@@ -182,14 +183,19 @@ class _Kernel:
         self.b.ret(ir.Constant(I64, 0))
 
     def _loopbegin(self, i: LoopBegin) -> None:
-        counter = self.slot(I64, ir.Constant(I64, 0))
+        # the parallel loop runs [start, stop) of its range: the runtime splits it over threads
+        first = self.start if i.parallel else ir.Constant(I64, 0)
+        counter = self.slot(I64, first)
         cond = self.fn.append_basic_block(f"{i.var}.cond")
         body = self.fn.append_basic_block(f"{i.var}.body")
         done = self.fn.append_basic_block(f"{i.var}.done")
         self.b.branch(cond)
         self.b.position_at_end(cond)
         v = self.b.load(counter)
-        self.b.cbranch(self.b.icmp_signed("<", v, self.index(i.size)), body, done)
+        end = self.index(i.size)
+        if i.parallel:
+            end = self.b.select(self.b.icmp_signed("<", self.stop, end), self.stop, end)
+        self.b.cbranch(self.b.icmp_signed("<", v, end), body, done)
         self.b.position_at_end(body)
         self.syms[i.var] = v
         self.loops.append((i.var, counter, cond, done))
