@@ -240,8 +240,8 @@ def llvm_table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -
         "## FIR-llvm (the llvmlite back end)",
         "",
         'The same run, FIR with `options={"backend": "llvm"}`: kernels built as LLVM IR and '
-        "compiled in the process (O3, the host CPU). This first slice runs each kernel on one "
-        "thread.",
+        "compiled in the process (O3, the host CPU), split over the cores by a thread pool. This "
+        "first slice has no vector math functions (exp, sin ... are libm calls an element).",
         "",
         "| program | Inductor | FIR-llvm | FIR-llvm / Inductor | FIR-llvm / FIR-cpp | cold compile "
         "FIR-llvm / Inductor |",
