@@ -21,8 +21,8 @@ from typing import Any
 
 import llvmlite.ir as ir
 import sympy
-from fir.backends.cpp.cexpr import nonnegative
 from fir.backends.plan import KernelPlan
+from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.instructions import (
     AccInit,
     AccResult,

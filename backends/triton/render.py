@@ -243,7 +243,7 @@ def _memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
     outermost), so that consecutive lanes of a block store, and mostly load, consecutive
     elements: any order is legal for a pointwise kernel, and the plan's may put a strided loop
     innermost (NCHW batch norm's channel loop)."""
-    from fir.backends.cpp.cexpr import stride
+    from fir.backends.plan.index_text import stride
 
     store = next((i for i in plan.instrs if isinstance(i, Store)), None)
     if store is None or isinstance(store.index, int):
@@ -258,7 +258,7 @@ def _memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
 def _walks_columns(plan: KernelPlan) -> bool:
     """Whether the loads walk memory along a pointwise loop (``x.sum(0)``): then a block
     holds many outputs of few rows."""
-    from fir.backends.cpp.cexpr import stride
+    from fir.backends.plan.index_text import stride
 
     xvars = [lp.var for lp in plan.loops if not lp.reduction]
     rvars = [lp.var for lp in plan.loops if lp.reduction]
