@@ -16,10 +16,13 @@ from .runtime import CompiledProgram
 BACKENDS = ("cpp", "triton", "llvm")
 
 
-def compile_function(g: Graph, backend: str = "cpp", device: str | None = None) -> CompiledProgram:
+def compile_function(
+    g: Graph, backend: str = "cpp", device: str | None = None, autotune: bool = False
+) -> CompiledProgram:
     """``g`` compiled by ``backend``: ``cpp`` for CPU tensors, ``triton`` for CUDA tensors
     (``device`` defaults to ``cuda``; under ``TRITON_INTERPRET=1`` to ``cpu``, where the
-    interpreter runs the kernels on CPU tensors)."""
+    interpreter runs the kernels on CPU tensors). ``autotune``: Triton kernels time a few
+    configurations at their first launch and keep the fastest (:mod:`.triton.tune`)."""
     if backend not in BACKENDS:
         raise FirError(f"unknown code generator '{backend}' (choose from {', '.join(BACKENDS)})")
     if backend == "triton":
@@ -28,7 +31,7 @@ def compile_function(g: Graph, backend: str = "cpp", device: str | None = None) 
 
         device = device or default_device()
         plan = plan_for_triton(g)
-        return CompiledProgram(plan, build_triton(plan, device), device)
+        return CompiledProgram(plan, build_triton(plan, device, autotune=autotune), device)
     if backend == "llvm":
         from .llvm import build_program as build_llvm
 

@@ -450,6 +450,8 @@ class _Call:
         dtype = want.dtype.to_torch()
         if t.dtype != dtype:
             t = t.to(dtype)
+        if t.device.type != self.p.device:  # a constant the lowering made (``torch.tensor``)
+            t = t.to(self.p.device)
         shape = [self.dim(d) for d in want.shape]
         strides = [self.dim(s) for s in want.strides]
         offset = self.dim(want.offset)

@@ -801,6 +801,16 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the big shapes' rows")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     ap.add_argument("--cpu-smoke", action="store_true", help="the logic on the CPU, tiny shapes")
+    ap.add_argument(
+        "--cold-only",
+        metavar="JSON",
+        help="only the cold compiles (FIR, Inductor), written to JSON with the device",
+    )
+    ap.add_argument(
+        "--cold-from",
+        metavar="JSON",
+        help="the cold compiles of an earlier --cold-only run on this machine, not measured again",
+    )
     args = ap.parse_args()
 
     smoke = args.cpu_smoke
@@ -831,6 +841,18 @@ def main() -> None:
                 ap.error(f"no program '{want}' (programs: {', '.join(table_names)})")
             names += [n for n in hits if n not in names]
 
+    if args.cold_only:
+        measured = {}
+        for name in names:
+            measured[name] = (
+                cold_compile(name, "fir", args.scale),
+                cold_compile(name, "inductor", args.scale),
+            )
+            print(f"{name}: cold compile fir / inductor {measured[name]}", file=sys.stderr)
+        Path(args.cold_only).write_text(
+            json.dumps({"device": _versions("cuda"), "cold": measured}, indent=1) + "\n"
+        )
+        return
     copies = copy_gbs(sizes, timing)
     copy = max(copies.values())
     print(f"copy: {copy:.1f} GB/s", file=sys.stderr)
@@ -850,7 +872,13 @@ def main() -> None:
     overhead = launch_overhead(sizes, device, launch_calls, timing.rounds)
     graphs = cuda_graphs(sizes, device, graph_calls, timing.rounds)
     cold: dict[str, tuple[float, float]] = {}
-    if not (args.quick or args.no_cold or smoke):
+    if args.cold_from:
+        earlier = json.loads(Path(args.cold_from).read_text())
+        if earlier["device"] != _versions("cuda"):
+            print(f"bench_gpu: {args.cold_from} is from {earlier['device']}", file=sys.stderr)
+            sys.exit(1)
+        cold = {n: tuple(v) for n, v in earlier["cold"].items() if n in names}  # type: ignore[misc]
+    elif not (args.quick or args.no_cold or smoke):
         for name in names:
             cold[name] = (
                 cold_compile(name, "fir", args.scale),

@@ -13,6 +13,8 @@ Options (``torch.compile(..., options={...})``):
   Tensors on another device run with PyTorch, with a warning;
 * ``cuda_graphs``: capture each compiled CUDA graph module in a CUDA graph on its second call
   and replay it after (default False): one launch per call instead of one per kernel;
+* ``autotune``: each Triton kernel times a few block configurations at its first launch and
+  keeps the fastest, cached on disk (default False: the heuristic's choice);
 * ``fallback``: on a graph FIR cannot import or compile, run it with PyTorch (default True)
   instead of raising.
 """
@@ -27,11 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from fir.backends.prewarm import prewarm_triton
 from fir.ir.errors import FirError
 from fir.ir.graph import Module, TensorOp
 from fir.ir.printer import print_module
 
 from .fx_import import ImportReport, import_graph_module
+
+# Dynamo imports this module when it looks the backend up, before it traces: Triton's one-time
+# costs start now, in the background, where a GPU exists (see fir.backends.prewarm)
+prewarm_triton()
 
 RUNNERS = ("cpp", "triton", "llvm", "interp")
 PLANNED_RUNNERS: tuple[str, ...] = ()
@@ -46,6 +53,7 @@ class CompileOptions:
     backend: str | None = None  # None: the inputs' device's (DEVICE_BACKENDS)
     fallback: bool = True
     cuda_graphs: bool = False
+    autotune: bool = False
 
     @staticmethod
     def from_dict(options: dict[str, Any] | None) -> CompileOptions:
@@ -135,7 +143,7 @@ def compile_graph_module(
 
         try:
             compiled.program = compile_function(
-                compiled.module.funcs[0], backend, device=_device(where)
+                compiled.module.funcs[0], backend, device=_device(where), autotune=options.autotune
             )
         except FirError as e:
             raise BackendCompileError(
@@ -143,7 +151,10 @@ def compile_graph_module(
             ) from e
         device = compiled.program.device
         if device != "cpu":  # constants the import made (folded arange, eye …) go with it
-            compiled.constants = [c.to(device) for c in compiled.constants]
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():  # real tensors, moved outside Dynamo's fake mode
+                compiled.constants = [c.to(device) for c in compiled.constants]
         if options.cuda_graphs and device == "cuda":
             from fir.backends.graphs import CudaGraphProgram
 

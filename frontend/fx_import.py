@@ -118,6 +118,8 @@ class Importer:
         return self.graph
 
     def get_attr(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> None:
+        """A constant tensor of the graph: small ones become ``constant`` ops, larger ones
+        extra arguments."""
         obj: Any = gm
         for part in n.target.split("."):
             obj = getattr(obj, part)
@@ -125,7 +127,7 @@ class Importer:
             raise UnsupportedError(f"attribute {n.target} is a {type(obj).__name__}, not a tensor")
         t = tensor_type(obj)
         if obj.numel() <= 64 and obj.dim() <= 2:
-            v = TensorOp(results=[], attrs={"value": obj.tolist()}, op="constant", operands=[])
+            v = TensorOp(results=[], attrs={"value": real_values(obj)}, op="constant", operands=[])
             v.results = [Value(self.unique(self.value_name(n.name)), t, v, 0)]
             self.graph.nodes.append(v)
             self.values[n] = v.results[0]
@@ -264,3 +266,13 @@ def import_graph_module(
     module = Module([graph])
     verify_module(module)
     return module, imp.report, imp.constants
+
+
+def real_values(t: torch.Tensor) -> Any:
+    """The values of a real constant tensor as nested lists. The backend compiles under
+    Dynamo's fake tensor mode, where even reading a real (CUDA) tensor would dispatch to fake
+    tensors: leave that mode for the read."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return t.detach().cpu().tolist()

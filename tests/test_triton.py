@@ -367,3 +367,101 @@ def test_kernels_compile_for_sm_90(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert " 0 program(s) failed" in done.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# autotune and warm-up
+
+AUTOTUNED = """func @f(%x: f32[4, 48], %b: f32[48]) -> (f32[4, 48]) {
+  %y = add %x, %b : f32[4, 48]
+  %m = max %y {dims = [1], keepdim = true} : f32[4, 1]
+  %e = sub %y, %m : f32[4, 48]
+  %z = exp %e : f32[4, 48]
+  return %z
+}"""
+
+
+def _autotuned(text: str) -> object:
+    from fir.backends.runtime import CompiledProgram
+    from fir.backends.triton import build_program, plan_for_triton
+
+    graph = parse_pipeline("fusion").run(parse_module(text, "<test>")).funcs[0]
+    plan = plan_for_triton(graph)
+    return CompiledProgram(plan, build_program(plan, DEVICE, autotune=True), DEVICE)
+
+
+def test_autotune_picks_a_candidate_and_caches_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fir.backends.triton import tune
+    from fir.backends.triton.render import candidates
+
+    tried: list[object] = []
+    real_time = tune._time
+
+    def timed(run: object, device: str) -> float:
+        tried.append(run)
+        real_time(run, device)  # the trial really runs
+        return 1.0 / len(tried)  # the last configuration tried "wins"
+
+    monkeypatch.setattr(tune, "_time", timed)
+    reference = parse_module(AUTOTUNED, "<test>").funcs[0]
+    xs = cpp.random_inputs(reference)
+    want = run_graph(reference, [x.clone() for x in xs])
+    program = _autotuned(AUTOTUNED)
+    got = program(*[x.to(DEVICE) for x in xs])
+    torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-5, atol=1e-5)
+    (name,) = program.kernels.configs  # type: ignore[attr-defined]
+    k = program.plan.kernels()[0]  # type: ignore[attr-defined]
+    options = candidates(k)[: tune.TRIALS]
+    assert len(options) > 1 and len(tried) == len(options)
+    assert program.kernels.configs[name] == options[-1]  # type: ignore[attr-defined]
+    # a second call launches the tuned kernel without trials; so does a new program
+    program(*[x.to(DEVICE) for x in xs])
+    again = _autotuned(AUTOTUNED)
+    got = again(*[x.to(DEVICE) for x in xs])
+    assert len(tried) == len(options)
+    assert again.kernels.configs[name] == options[-1]  # type: ignore[attr-defined]
+    torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_torch_compile_takes_the_autotune_option() -> None:
+    from fir.frontend.backend import CompileOptions
+
+    assert CompileOptions.from_dict({"autotune": True}).autotune
+
+
+@pytest.mark.skipif(
+    not GPU, reason="kernels are compiled ahead and launched by the driver on a GPU"
+)
+def test_kernels_compile_before_the_first_call_and_launch_through_the_driver() -> None:
+    for path in EXAMPLES:
+        for program in compile_text(Path(path).read_text()):
+            kernels = program.kernels  # type: ignore[attr-defined]
+            assert not kernels.not_direct, kernels.not_direct
+            assert set(kernels.cubins) == set(kernels.order)
+
+
+@pytest.mark.skipif(not GPU, reason="the driver launch runs on a GPU")
+def test_a_misaligned_pointer_takes_tritons_launcher() -> None:
+    text = "func @f(%x: f32[1000]) -> (f32[1000]) {\n  %y = exp %x : f32[1000]\n"
+    text += "  return %y\n}\n"
+    (program,) = compile_text(text)
+    kernels = program.kernels  # type: ignore[attr-defined]
+    (name,) = kernels.order
+    x = torch.randn(1001, device=DEVICE)[1:]  # 4 bytes past an aligned block
+    y = torch.empty(1001, device=DEVICE)[1:]
+    kernels.call(name, [x, y], [])
+    torch.testing.assert_close(y, torch.exp(x))
+    x2, y2 = torch.randn(1000, device=DEVICE), torch.empty(1000, device=DEVICE)
+    kernels.call(name, [x2, y2], [])
+    torch.testing.assert_close(y2, torch.exp(x2))
+
+
+def test_a_constant_tensor_lives_on_the_programs_device() -> None:
+    # a constant index list is made by an extern ``torch.tensor`` call, on the CPU: the runtime
+    # moves it to the program's device (on a GPU the kernel would otherwise read host memory)
+    text = """func @f(%x: f32[5, 4]) -> (f32[2, 4]) {
+  %c = constant {value = [1, 3]} : i64[2]
+  %r = index_select %x, %c {dim = 0} : f32[2, 4]
+  return %r
+}"""
+    check(text)

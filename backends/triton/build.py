@@ -4,8 +4,14 @@ Triton needs a kernel's source in a file (it reads it back for its own cache key
 messages), so the module goes into the shared cache (``$FIR_CACHE_DIR/triton``), named by a
 hash of the source and the Triton version, written atomically, and imported from there.
 Triton compiles each kernel at its first launch (for the argument types and alignments it
-sees); :meth:`TritonKernels.warm_up` compiles every kernel of a program at once, in parallel,
-before the first call.
+sees); on a GPU :meth:`TritonKernels.warm_up` compiles every kernel whose sizes are static when
+the program is built, on a pool of threads (Triton's compile spends much of its time in LLVM
+and ``ptxas``, outside the GIL), so a graph of many kernels compiles in about the time of its
+slowest. Kernels with symbolic sizes compile at their first launch (their specialisation
+depends on the sizes' values).
+
+With ``autotune`` (:mod:`.tune`) each kernel's first launch times a few configurations around
+the chosen one on the call's own tensors and keeps the fastest, cached on disk by the kernel.
 
 Errors: a kernel that can fail (a checked indirect index, an integer division) takes the
 program's error buffer, two int64 on the device: the failing code and the index. The runtime
@@ -22,15 +28,19 @@ import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 from fir.backends.cache import Cache, cache_key
-from fir.backends.plan import ProgramPlan
+from fir.backends.plan import KernelPlan, ProgramPlan
+from fir.backends.plan.program import shared_storage
 from fir.ir.errors import FirError
 
-from .render import Config, render_program
+from .helpers import FIR_LAUNCH
+from .launch import CubinKernel
+from .render import HEADER, Config, launcher, render_kernel, render_program
 
 # error codes of integer division by zero: -1 - (the kernel's position in the program)
 DIVISION_BASE = -1
@@ -51,7 +61,7 @@ def module_path(source: str, cache: Cache | None = None) -> Path:
     key = cache_key(source, triton_version())
     name = f"fir_{key[:32]}.py"
     hit = cache.lookup(name)
-    return hit if hit is not None else cache.write_text(name, source)
+    return hit if hit is not None else cache.store(name, lambda tmp: tmp.write_text(source))
 
 
 def load_module(path: Path) -> Any:
@@ -84,20 +94,93 @@ class TritonKernels:
         device: str,
         cache: Cache | None = None,
         configs: dict[str, Config] | None = None,
+        autotune: bool = False,
     ) -> None:
         source, configs = render_program(plan, configs)
+        self.plan = plan
+        self.cache = cache
         self.source = source
         self.configs: dict[str, Config] = {name: c for name, (c, _) in configs.items()}
         self.path = module_path(source, cache)
         self.module = load_module(self.path)
         self.launchers = {name: getattr(self.module, f"launch_{name}") for name in configs}
+        self.grids = {name: getattr(self.module, f"grid_{name}") for name in configs}
         self.order = list(configs)
-        self.fails = any(f for _, f in configs.values())
+        self.kernel_fails = {name: f for name, (_, f) in configs.items()}
+        self.fails = any(self.kernel_fails.values())
         self.device = device
         # made at the first call: torch.compile compiles under fake tensors
         self.err: torch.Tensor | None = None
         self.err_host: torch.Tensor | None = None  # pinned, for deferred checks
         self.pending: Any = None  # the event after the last call's copy of the buffer
+        # kernels launched through the CUDA driver (:mod:`.launch`), and why the others are not
+        self.cubins: dict[str, CubinKernel] = {}
+        self.not_direct: dict[str, str] = {}
+        self.stream = _stream_getter()
+        # kernels whose first launch still has to pick a configuration
+        self.untuned: set[str] = set(self.order) if autotune else set()
+        if device != "cpu" and not autotune:
+            self.warm_up()
+
+    def warm_up(self) -> None:
+        """Compile every kernel, in parallel, before the first call: for the driver launch
+        (:mod:`.launch`) where it applies, else through Triton's launcher (where only a
+        kernel with static sizes can be compiled ahead: its specialisation is then known)."""
+        kernels = self.plan.kernels()
+        if len(kernels) <= 1:
+            for k in kernels:
+                self._compile(k)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(kernels), os.cpu_count() or 1)) as pool:
+            list(pool.map(self._compile, kernels))
+
+    def _compile(self, k: KernelPlan) -> None:
+        name = k.name
+        cfg = self.configs[name]
+        fn = getattr(self.launchers[name], "__globals__", vars(self.module))[name]
+        if os.environ.get("FIR_TRITON_LAUNCH") == "triton":
+            self.not_direct[name] = "FIR_TRITON_LAUNCH=triton"
+        else:
+            try:
+                self.cubins[name] = CubinKernel(
+                    k, cfg, self.kernel_fails[name], fn, *_device_of(self.device)
+                )
+                return
+            except Exception as e:  # noqa: BLE001 - Triton's launcher still works; say why
+                self.not_direct[name] = f"{type(e).__name__}: {e}"
+        if k.sizes:  # specialised on the sizes' values at the first launch
+            return
+        args: list[Any] = [a.dtype.to_torch() for a in k.args]
+        if self.kernel_fails[name]:
+            args.append(torch.int64)
+        blocks = {n: getattr(cfg, n) for n in fn.arg_names[len(args) :]}
+        try:
+            compiled = fn.warmup(*args, grid=(1,), num_warps=cfg.num_warps, **blocks, **FIR_LAUNCH)
+            # loading the binary and building its launcher (a C stub some Triton versions
+            # compile with the host compiler) is otherwise left to the first launch
+            load = getattr(compiled, "_init_handles", None)
+            if load is not None:
+                load()
+        except Exception as e:  # a kernel Triton cannot compile: a bug of the renderer
+            raise TritonBuildError(
+                f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
+            ) from e
+
+    def use(self, name: str, cfg: Config, direct: bool = True) -> None:
+        """Launch kernel ``name`` with ``cfg`` from now on (a module of its own); ``direct``:
+        compile it for the driver launch now (tuning trials go through Triton's launcher)."""
+        if cfg != self.configs[name]:
+            position = self.order.index(name)
+            k = self.plan.kernels()[position]
+            source, cfg, fails = render_kernel(k, cfg, position, shared_storage(self.plan, k))
+            text = f"{HEADER}\n{source}\n{launcher(k, cfg, fails)}"
+            module = load_module(module_path(text, self.cache))
+            self.launchers[name] = getattr(module, f"launch_{name}")
+            self.grids[name] = getattr(module, f"grid_{name}")
+            self.configs[name] = cfg
+            self.cubins.pop(name, None)
+        if direct and self.device != "cpu" and name not in self.cubins:
+            self._compile(self.plan.kernels()[self.order.index(name)])
 
     def names(self) -> list[str]:
         return list(self.launchers)
@@ -105,6 +188,19 @@ class TritonKernels:
     def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
         if self.err is None and self.fails:
             self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
+        if name in self.untuned:
+            from .tune import tune
+
+            self.untuned.discard(name)
+            self.use(name, tune(self, name, args, sizes))
+        direct = self.cubins.get(name)
+        if direct is not None:
+            pointers = [*args, self.err] if self.kernel_fails[name] else list(args)
+            if direct.aligned(pointers):
+                grid = self.grids[name](sizes)
+                if grid[0] * grid[1] * grid[2]:
+                    direct.launch(pointers, list(sizes), grid, self.stream())
+                return 0, 0
         self.launchers[name](args, sizes, self.err)
         return 0, 0
 
@@ -147,5 +243,22 @@ def build_program(
     device: str,
     cache: Cache | None = None,
     configs: dict[str, Config] | None = None,
+    autotune: bool = False,
 ) -> TritonKernels:
-    return TritonKernels(plan, device, cache, configs)
+    return TritonKernels(plan, device, cache, configs, autotune)
+
+
+def _device_of(device: str) -> tuple[int, tuple[int, int]]:
+    """The CUDA ordinal of ``device`` and its compute capability."""
+    index = torch.device(device).index
+    ordinal = torch.cuda.current_device() if index is None else index
+    return ordinal, tuple(torch.cuda.get_device_capability(ordinal))  # type: ignore[return-value]
+
+
+def _stream_getter() -> Any:
+    """A function giving the current CUDA stream's handle: torch's raw getter where it has one
+    (a fraction of a microsecond), else the public API."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda: raw(torch.cuda.current_device())
+    return lambda: torch.cuda.current_stream().cuda_stream

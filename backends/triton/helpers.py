@@ -176,8 +176,14 @@ def fir_digamma(x):
     series = tl.full(y.shape, 0.008333333333333333, y.dtype) - z * series
     series = z * (tl.full(y.shape, 0.08333333333333333, y.dtype) - z * series)
     r = acc + ld.log(y) - 0.5 * fir_fdiv(one, y) - series
-    pi = tl.full(y.shape, 3.141592653589793, y.dtype)
-    r = tl.where(neg, r - fir_fdiv(pi, ld.tan(pi * x)), r)
+    # the reflection term pi / tan(pi * x) in f64, with x's fractional part for x (tan has
+    # period pi): near a pole an f32 product pi * x would carry |x| ulps into tan; torch
+    # computes this term in f64 on the CPU and the GPU alike
+    x64 = x.to(tl.float64)
+    frac = x64 - tl.where(x64 < 0, tl.ceil(x64), tl.floor(x64))
+    pi = tl.full(y.shape, 3.141592653589793, tl.float64)
+    reflect = (pi / ld.tan(pi * frac)).to(y.dtype)
+    r = tl.where(neg, r - reflect, r)
     whole = (x == tl.floor(x)) & (x < 0)
     r = tl.where(whole, float("nan"), r)
     # (+-0 by its sign bit: the GPU may compute -x as 0 - x, which loses the sign of zero)

@@ -798,13 +798,15 @@ def render_kernel(
 
 
 def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
-    """``launch_<name>(args, sizes, err)``: the grid from the sizes, then the launch."""
+    """``grid_<name>(sizes)``: the launch grid for the sizes; ``launch_<name>(args, sizes,
+    err)``: the launch through Triton's own launcher (the interpreter's, and the fallback of
+    :mod:`.launch`)."""
     names = {s: "ks_" + re.sub(r"\W", "_", s) for s in plan.sizes}
 
     def dim(d: Dim) -> str:
         return t_index(d, lambda s: names[s])
 
-    lines = [f"def launch_{plan.name}(args, sizes, err):"]
+    lines = [f"def grid_{plan.name}(sizes):"]
     if plan.sizes:
         lines.append(f"    {', '.join(names[s] for s in plan.sizes)}, = sizes")
     if cfg.kind == "tiled":
@@ -818,7 +820,13 @@ def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
         ]
     else:
         grid = [f"triton.cdiv({dim(plan.numel)}, {cfg.XBLOCK})", "1", "1"]
-    lines.append(f"    grid = ({', '.join(grid)})")
+    lines.append(f"    return ({', '.join(grid)})")
+    lines.append("")
+    lines.append("")
+    lines.append(f"def launch_{plan.name}(args, sizes, err):")
+    if plan.sizes:
+        lines.append(f"    {', '.join(names[s] for s in plan.sizes)}, = sizes")
+    lines.append(f"    grid = grid_{plan.name}(sizes)")
     lines.append("    if grid[0] * grid[1] * grid[2] == 0:")
     lines.append("        return")
     call = [f"args[{k}]" for k in range(len(plan.args))]

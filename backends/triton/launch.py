@@ -1,0 +1,262 @@
+"""Compile a kernel with ``triton.compile`` and launch its cubin through the CUDA driver.
+
+Triton's own path (``kernel[grid](...)``) binds and specialises the arguments in Python at
+every launch, and on some versions (3.6) builds a C launcher per kernel signature with the host
+compiler at the first launch (about 0.3 s, and Triton's driver module another 0.3 s). FIR knows
+every argument's kind from the plan, so it compiles each kernel once, ahead of the first call
+(:meth:`CubinKernel.compile`, thread-safe: the program's kernels compile on a pool), loads the
+cubin with ``cuModuleLoadData`` and launches it with ``cuLaunchKernel`` through ``ctypes``,
+the arguments written into preallocated parameter slots.
+
+Specialisation: pointers are compiled as 16-byte aligned (``tt.divisibility``), which lets
+Triton vectorise loads and stores; a call whose pointers are not aligned (a view with an odd
+offset) goes through Triton's launcher instead, as does everything on a machine where this path
+cannot be set up (no ``libcuda``, a Triton whose kernels take parameters this module does not
+know). Sizes are never specialised, so a kernel with symbolic sizes compiles once for all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+from typing import Any
+
+from fir.backends.plan import KernelPlan
+from fir.ir.dtypes import DType
+from fir.ir.errors import FirError
+
+from .helpers import FIR_LAUNCH
+from .render import Config
+
+_FUNC_SHARED_SIZE_BYTES = 1
+_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+_DEFAULT_SHARED_LIMIT = 49152  # bytes a kernel may use without opting in
+
+POINTER: dict[DType, str] = {
+    DType.BOOL: "*i1",
+    DType.I8: "*i8",
+    DType.I16: "*i16",
+    DType.I32: "*i32",
+    DType.I64: "*i64",
+    DType.U8: "*u8",
+    DType.F16: "*fp16",
+    DType.BF16: "*bf16",
+    DType.F32: "*fp32",
+    DType.F64: "*fp64",
+}
+
+
+class LaunchError(FirError):
+    """The CUDA driver refused to load or launch a kernel."""
+
+
+class _Driver:
+    """The few CUDA driver entry points this module calls, from the ``libcuda`` that torch has
+    already loaded."""
+
+    def __init__(self) -> None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+        self.lib = lib
+        self.launch = lib.cuLaunchKernel
+        self.launch.argtypes = [p, u, u, u, u, u, u, u, p, p, p]
+        self.launch.restype = i
+        for name, args in (
+            ("cuModuleLoadData", [ctypes.POINTER(p), ctypes.c_char_p]),
+            ("cuModuleGetFunction", [ctypes.POINTER(p), p, ctypes.c_char_p]),
+            ("cuFuncGetAttribute", [ctypes.POINTER(i), i, p]),
+            ("cuFuncSetAttribute", [p, i, i]),
+            ("cuDeviceGet", [ctypes.POINTER(i), i]),
+            ("cuDeviceGetAttribute", [ctypes.POINTER(i), i, i]),
+            ("cuCtxGetCurrent", [ctypes.POINTER(p)]),
+            ("cuCtxSetCurrent", [p]),
+            ("cuDevicePrimaryCtxRetain", [ctypes.POINTER(p), i]),
+            ("cuGetErrorName", [i, ctypes.POINTER(ctypes.c_char_p)]),
+        ):
+            fn = getattr(lib, name)
+            fn.argtypes = args
+            fn.restype = i
+
+    def check(self, code: int, what: str) -> None:
+        if code != 0:
+            name = ctypes.c_char_p()
+            self.lib.cuGetErrorName(code, ctypes.byref(name))
+            text = name.value.decode() if name.value else f"error {code}"
+            raise LaunchError(f"{what}: {text}")
+
+    def make_current(self, ordinal: int) -> None:
+        """The device's primary context (torch's) current on this thread: a compile thread of
+        the pool has none yet."""
+        ctx = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+        if ctx.value:
+            return
+        device = ctypes.c_int()
+        self.check(self.lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+        self.check(
+            self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device.value),
+            "cuDevicePrimaryCtxRetain",
+        )
+        self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+_driver: _Driver | None = None
+_driver_lock = threading.Lock()
+
+
+def driver() -> _Driver:
+    global _driver
+    with _driver_lock:
+        if _driver is None:
+            _driver = _Driver()
+        return _driver
+
+
+def _entry_params(ptx: str, name: str) -> int:
+    """How many parameters the PTX entry ``name`` takes."""
+    m = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
+    if m is None:
+        raise LaunchError(f"no entry {name} in the PTX")
+    return len(re.findall(r"\.param\b", m.group(1)))
+
+
+def compile_kernel(
+    plan: KernelPlan, cfg: Config, fails: bool, fn: Any, arch: int, backend: str = "cuda"
+) -> tuple[Any, list[str]]:
+    """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
+    signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
+    the kernel can fail, an ``i64`` per size symbol, the blocks of ``cfg`` as constants.
+    Returns the compiled kernel and the kind of each of its parameters (``p`` pointer, ``i``
+    int64), Triton's own trailing parameters included."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    names = list(fn.arg_names)
+    signature: dict[str, str] = {}
+    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
+    kinds: list[str] = []
+    for a in plan.args:
+        attrs[(len(signature),)] = [["tt.divisibility", 16]]
+        signature[names[len(signature)]] = POINTER[a.dtype]
+        kinds.append("p")
+    if fails:
+        attrs[(len(signature),)] = [["tt.divisibility", 16]]
+        signature[names[len(signature)]] = "*i64"
+        kinds.append("p")
+    for _ in plan.sizes:
+        signature[names[len(signature)]] = "i64"
+        kinds.append("i")
+    constants = {n: getattr(cfg, n) for n in names[len(signature) :]}
+    for n in constants:
+        signature[n] = "constexpr"
+    compiled = triton.compile(
+        ASTSource(fn, signature, constexprs=constants, attrs=attrs),
+        target=GPUTarget(backend, arch, 32),
+        options={"num_warps": cfg.num_warps, **FIR_LAUNCH},
+    )
+    if backend != "cuda":
+        return compiled, kinds
+    meta = compiled.metadata
+    for field in ("global_scratch_size", "profile_scratch_size"):
+        if getattr(meta, field, 0):
+            raise LaunchError(f"kernel {plan.name} needs {field} (Triton's launcher)")
+    if getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_pdl", False):
+        raise LaunchError(f"kernel {plan.name} needs a cluster launch (Triton's launcher)")
+    if getattr(meta, "launch_cooperative_grid", False):
+        raise LaunchError(f"kernel {plan.name} needs a cooperative launch")
+    # parameters Triton appends (scratch pointers, NULL when their size is 0)
+    extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
+    if not 0 <= extra <= 2:
+        raise LaunchError(f"kernel {plan.name}: {extra} parameters beyond FIR's arguments")
+    return compiled, kinds + ["p"] * extra
+
+
+class CubinKernel:
+    """One compiled kernel, loaded into the device's context: ``launch(pointers, sizes, grid,
+    stream)``."""
+
+    def __init__(
+        self,
+        plan: KernelPlan,
+        cfg: Config,
+        fails: bool,
+        fn: Any,
+        ordinal: int,
+        capability: tuple[int, int],
+    ) -> None:
+        compiled, kinds = compile_kernel(plan, cfg, fails, fn, capability[0] * 10 + capability[1])
+        meta = compiled.metadata
+        name = meta.name
+        self.name = plan.name
+        self.kinds = kinds
+        self.pointers = len(plan.args) + (1 if fails else 0)
+        self.block = 32 * meta.num_warps
+        self.shared = int(meta.shared)
+        self.slots = [ctypes.c_uint64(0) if k == "p" else ctypes.c_int64(0) for k in kinds]
+        self.params = (ctypes.c_void_p * len(kinds))(*[ctypes.addressof(s) for s in self.slots])
+        self.lock = threading.Lock()
+        d = driver()
+        d.make_current(ordinal)
+        self.cubin = compiled.asm["cubin"]
+        module = ctypes.c_void_p()
+        d.check(d.lib.cuModuleLoadData(ctypes.byref(module), self.cubin), "cuModuleLoadData")
+        function = ctypes.c_void_p()
+        d.check(
+            d.lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode()),
+            "cuModuleGetFunction",
+        )
+        if self.shared > _DEFAULT_SHARED_LIMIT:
+            optin, static = ctypes.c_int(), ctypes.c_int()
+            d.check(
+                d.lib.cuDeviceGetAttribute(
+                    ctypes.byref(optin), _DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, ordinal
+                ),
+                "cuDeviceGetAttribute",
+            )
+            d.check(
+                d.lib.cuFuncGetAttribute(ctypes.byref(static), _FUNC_SHARED_SIZE_BYTES, function),
+                "cuFuncGetAttribute",
+            )
+            d.check(
+                d.lib.cuFuncSetAttribute(
+                    function, _FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin.value - static.value
+                ),
+                "cuFuncSetAttribute",
+            )
+        self.module = module
+        self.function = function
+        self.driver = d
+
+    def aligned(self, pointers: list[Any]) -> bool:
+        return all(t.data_ptr() % 16 == 0 for t in pointers)
+
+    def launch(
+        self, pointers: list[Any], sizes: list[int], grid: tuple[int, int, int], stream: int
+    ) -> None:
+        with self.lock:  # the slots are shared: one launch of this kernel at a time
+            slots = self.slots
+            k = 0
+            for t in pointers:
+                slots[k].value = t.data_ptr()
+                k += 1
+            for s in sizes:
+                slots[k].value = s
+                k += 1
+            code = self.driver.launch(
+                self.function,
+                grid[0],
+                grid[1],
+                grid[2],
+                self.block,
+                1,
+                1,
+                self.shared,
+                stream,
+                self.params,
+                None,
+            )
+        if code != 0:
+            self.driver.check(code, f"cuLaunchKernel({self.name})")
