@@ -35,6 +35,8 @@ class ImportReport:
     imported: Counter[str] = field(default_factory=Counter)
     fallbacks: Counter[str] = field(default_factory=Counter)
     reasons: dict[str, str] = field(default_factory=dict)
+    # positions of graph inputs that are sizes (SymInts under dynamic shapes), not tensors
+    size_inputs: list[int] = field(default_factory=list)
 
     def merge(self, other: ImportReport) -> None:
         self.imported.update(other.imported)
@@ -89,6 +91,12 @@ class Importer:
             val = n.meta.get("val", n.meta.get("example_value"))
             if val is None and example_inputs is not None:
                 val = example_inputs[k]
+            if isinstance(val, torch.SymInt):
+                # under dynamic shapes Dynamo passes each size symbol as an input as well: FIR
+                # reads sizes from the tensors' shapes, so the call drops these inputs
+                self.values[n] = val
+                self.report.size_inputs.append(k)
+                continue
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedError(
                     f"graph input {n.name} is a {type(val).__name__}; FIR imports tensor inputs only"
@@ -96,6 +104,7 @@ class Importer:
             v = Value(self.unique(self.value_name(n.name)), tensor_type(val, keep_layout=True))
             self.graph.args.append(v)
             self.values[n] = v
+        self._check_size_inputs(placeholders)
         for n in gm.graph.nodes:
             if n.op == "placeholder":
                 continue
@@ -116,6 +125,20 @@ class Importer:
                     f"FX node {n.name} ({n.op}) is not supported; import an aten-level graph"
                 )
         return self.graph
+
+    def _check_size_inputs(self, placeholders: list[torch.fx.Node]) -> None:
+        """Every size input must be a size of some tensor input, where the runtime finds it."""
+        known: set[Any] = set()
+        for a in self.graph.args:
+            for d in a.type.shape:
+                known |= getattr(d, "free_symbols", set())
+        for k in self.report.size_inputs:
+            size = size_value(self.values[placeholders[k]])
+            missing = getattr(size, "free_symbols", set()) - known
+            if missing:
+                raise UnsupportedError(
+                    f"size input {placeholders[k].name} ({size}) is not a size of any tensor input"
+                )
 
     def get_attr(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> None:
         """A constant tensor of the graph: small ones become ``constant`` ops, larger ones

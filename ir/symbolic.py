@@ -352,6 +352,8 @@ def _simplify(e: sympy.Expr, ranges: dict[sympy.Symbol, Any]) -> sympy.Expr:
     args = [_simplify(a, ranges) for a in e.args]
     if any(a is not b for a, b in zip(args, e.args)):
         e = e.func(*args)
+    if isinstance(e, sympy.Add):
+        e = _merge_divmod(e)
     if isinstance(e, (FloorDiv, Modulo)):
         a, d = e.args
         span = _symbolic_bounds(a, ranges)
@@ -369,6 +371,36 @@ def _simplify(e: sympy.Expr, ranges: dict[sympy.Symbol, Any]) -> sympy.Expr:
             if q != 0:
                 return _simplify(Modulo(r, d), ranges)
     return e
+
+
+def _split_factor(term: sympy.Expr, kind: type) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """``term`` as ``coefficient * f`` with ``f`` a ``kind`` (FloorDiv or Modulo), or None."""
+    found = [f for f in sympy.Mul.make_args(term) if isinstance(f, kind)]
+    if len(found) != 1:
+        return None
+    return sympy.cancel(term / found[0]), found[0]
+
+
+def _merge_divmod(e: sympy.Expr) -> sympy.Expr:
+    """``c*d*floordiv(a, d) + c*mod(a, d)`` → ``c*a`` (the division identity), the form a
+    reshape of a reshape leaves with symbolic sizes (``s1*floordiv(x0, s1) + mod(x0, s1)``)."""
+    terms = list(sympy.Add.make_args(e))
+    changed = False
+    for k, t in enumerate(terms):
+        m = _split_factor(t, Modulo) if t is not None else None
+        if m is None:
+            continue
+        c, mod = m
+        a, d = mod.args
+        for j, u in enumerate(terms):
+            q = _split_factor(u, FloorDiv) if u is not None and j != k else None
+            if q is not None and q[1].args == (a, d) and sympy.expand(q[0] - c * d) == 0:
+                terms[k], terms[j] = c * a, None
+                changed = True
+                break
+    if not changed:
+        return e
+    return sympy.Add(*[t for t in terms if t is not None])
 
 
 def _num(x: Any) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
@@ -27,6 +28,37 @@ def _opt(x: Any) -> Value | Literal:
     return Literal(None) if x is None else _tensor(x)
 
 
+def _symbolic(shape: list[Any]) -> bool:
+    return any(isinstance(d, torch.SymInt) for d in shape)
+
+
+def _norm_composed(
+    em: Emitter, x: Value, k: int, w: Any, b: Any, eps: float, rms: bool, result: int = 0
+) -> tuple[Value, Value | None, Value]:
+    """A layer (or RMS) norm over the last ``k`` dimensions composed of FIR ops: for a
+    ``normalized_shape`` of symbolic sizes (``dynamic=True``), which the ``layer_norm`` op's
+    integer attribute cannot hold. Returns (result, mean or None, rstd)."""
+    dims = list(range(x.type.rank - k, x.type.rank))
+    stat = TensorType(x.type.dtype, tuple(x.type.shape[:-k]) + (1,) * k)
+    full = em.out_type(result)
+    if rms:
+        sq = em.op("mul", [x, x], full, hint="sq")
+        ms = em.op("mean", [sq], stat, {"dims": dims, "keepdim": True}, hint="ms")
+        rstd = em.op("rsqrt", [em.op("add", [ms, Literal(eps)], stat)], stat, hint="rstd")
+        y, mean = em.op("mul", [x, rstd], full, hint="normed"), None
+    else:
+        mean = em.op("mean", [x], stat, {"dims": dims, "keepdim": True}, hint="mean")
+        var = em.op("var", [x], stat, {"dims": dims, "keepdim": True, "correction": 0}, hint="var")
+        rstd = em.op("rsqrt", [em.op("add", [var, Literal(eps)], stat)], stat, hint="rstd")
+        centred = em.op("sub", [x, mean], full, hint="centred")
+        y = em.op("mul", [centred, rstd], full, hint="normed")
+    if w is not None:
+        y = em.op("mul", [y, _tensor(w)], full, hint="scaled")
+    if b is not None:
+        y = em.op("add", [y, _tensor(b)], full, hint="shifted")
+    return y, mean, rstd
+
+
 @register("aten.layer_norm.default")
 def _layer_norm(
     em: Emitter,
@@ -37,6 +69,8 @@ def _layer_norm(
     eps: float = 1e-5,
     cudnn: bool = True,
 ) -> Value:
+    if _symbolic(shape):
+        return _norm_composed(em, _tensor(x), len(shape), w, b, float(eps), rms=False)[0]
     return em.op(
         "layer_norm",
         [_tensor(x), _opt(w), _opt(b)],
@@ -50,6 +84,10 @@ def _native_layer_norm(
     em: Emitter, x: Any, shape: list[int], w: Any, b: Any, eps: float
 ) -> list[Value]:
     x = _tensor(x)
+    if _symbolic(shape):
+        y, mean, rstd = _norm_composed(em, x, len(shape), w, b, float(eps), rms=False)
+        assert mean is not None
+        return [y, mean, rstd]
     out = em.op(
         "layer_norm",
         [x, _opt(w), _opt(b)],
@@ -70,6 +108,11 @@ def _native_layer_norm(
 
 @register("aten.rms_norm.default")
 def _rms_norm(em: Emitter, x: Any, shape: list[int], w: Any = None, eps: Any = None) -> Value:
+    if _symbolic(shape):
+        x = _tensor(x)
+        if eps is None:  # torch's default: the dtype's machine epsilon
+            eps = torch.finfo(x.type.dtype.to_torch()).eps
+        return _norm_composed(em, x, len(shape), w, None, float(eps), rms=True)[0]
     return em.op(
         "rms_norm",
         [_tensor(x), _opt(w)],

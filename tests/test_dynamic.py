@@ -1,0 +1,91 @@
+"""Dynamic shapes through ``torch.compile(backend="fir")``: graphs with symbolic sizes import
+as symbolic FIR, compile once, and the compiled program (C++ kernels that take the sizes as
+arguments) runs for every size. Dynamo passes each size symbol as a graph input too; FIR reads
+sizes from the tensors' shapes and drops those inputs (``ImportReport.size_inputs``)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from fir.frontend.backend import COMPILED  # noqa: E402
+from fir.ir.symbolic import FloorDiv, Modulo, simplify_index, size_symbol  # noqa: E402
+
+LENGTHS = (5, 9, 17, 33)
+
+
+def block(x: Any, w: Any, g: Any) -> Any:
+    """A transformer-ish block: layer norm, an MLP with gelu, rms norm, a softmax over the
+    sequence and a mean over it."""
+    h = F.layer_norm(x, (x.shape[-1],))
+    h = F.gelu(h @ w) + x
+    h = F.rms_norm(h, (h.shape[-1],), g)
+    return torch.softmax(h, dim=1) + h.mean(dim=1, keepdim=True)
+
+
+def run_lengths(compiled: Callable[..., Any], mark: bool = False) -> tuple[list[Any], list[str]]:
+    """Call ``compiled`` at every sequence length; return the FIR graphs compiled meanwhile and
+    FIR's warnings (a fallback to PyTorch warns)."""
+    torch.manual_seed(0)
+    w, g = torch.randn(16, 16), torch.randn(16)
+    start = len(COMPILED)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in LENGTHS:
+            x = torch.randn(2, n, 16)
+            if mark:
+                torch._dynamo.mark_dynamic(x, 1)
+            torch.testing.assert_close(compiled(x, w, g), block(x, w, g), rtol=1e-4, atol=1e-4)
+    said = [str(c.message) for c in caught if "fir" in str(c.message)]
+    return COMPILED[start:], said
+
+
+def _symbolic(graph: Any) -> bool:
+    func = graph.module.funcs[0]
+    return any(not isinstance(d, int) for a in func.args for d in a.type.shape)
+
+
+def test_dynamic_true_compiles_once_for_every_length() -> None:
+    torch._dynamo.reset()
+    graphs, said = run_lengths(torch.compile(block, backend="fir", dynamic=True))
+    assert not said
+    assert len(graphs) == 1
+    (g,) = graphs
+    assert g.program is not None and _symbolic(g)
+    assert g.report.size_inputs  # Dynamo's size inputs, dropped at the call
+
+
+def test_a_marked_dynamic_length_compiles_once() -> None:
+    torch._dynamo.reset()
+    graphs, said = run_lengths(torch.compile(block, backend="fir"), mark=True)
+    assert not said
+    assert len(graphs) == 1 and graphs[0].program is not None and _symbolic(graphs[0])
+
+
+def test_automatic_dynamic_recompiles_once_then_serves_every_length() -> None:
+    # Dynamo compiles the first length statically, then once with a symbolic length after the
+    # size changes; that second program runs the three remaining lengths
+    torch._dynamo.reset()
+    graphs, said = run_lengths(torch.compile(block, backend="fir"))
+    assert not said
+    assert len(graphs) == 2
+    static, dynamic = graphs
+    assert not _symbolic(static) and _symbolic(dynamic)
+    assert dynamic.program is not None
+
+
+def test_the_division_identity_simplifies_with_symbolic_sizes() -> None:
+    import sympy
+
+    x0 = sympy.Symbol("x0", integer=True, nonnegative=True)
+    s, t = size_symbol("s1"), size_symbol("s2")
+    # what a reshape of a reshape leaves: the fusion check compares this with t*x0
+    e = t * (s * FloorDiv(x0, s) + Modulo(x0, s))
+    assert sympy.expand(simplify_index(e, {x0: 2 * s}) - t * x0) == 0
+    assert simplify_index(64 * FloorDiv(x0, 64) + Modulo(x0, 64) + 3, {x0: 1000}) == x0 + 3
