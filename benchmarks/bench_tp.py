@@ -1,0 +1,253 @@
+"""Tensor parallelism on two devices: one transformer block, sharded with PyTorch's own
+tensor-parallel API, compiled by FIR and by Inductor, against eager (issue 18).
+
+    torchrun --nproc-per-node 2 benchmarks/bench_tp.py          # two GPUs, NCCL, bf16
+    python benchmarks/bench_tp.py --cpu-smoke                    # two CPU processes, gloo
+
+The block: rms_norm, attention (q, k, v projections column-parallel, the output projection
+row-parallel, ``scaled_dot_product_attention`` over the local heads), residual, rms_norm, an
+MLP (up column-parallel, gelu, down row-parallel), residual. ``parallelize_module`` shards the
+linear layers; each row-parallel layer ends in an all-reduce, which Dynamo traces as a
+functional collective (``_c10d_functional.all_reduce`` and ``wait_tensor``). Each rank's graph
+is compiled with ``backend="fir"`` and with Inductor; the report gives, per compiler, the
+graph count and graph breaks per rank, the step time (median of interleaved rounds, all ranks
+synchronised) and the largest difference from the same block run unsharded on one device.
+On CUDA (not ``--cpu-smoke``) the table goes to docs/benchmarks/multi-gpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks" / "multi-gpu.md"
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.head_dim = hidden // heads
+        self.q = nn.Linear(hidden, hidden, bias=False)
+        self.k = nn.Linear(hidden, hidden, bias=False)
+        self.v = nn.Linear(hidden, hidden, bias=False)
+        self.o = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+
+        def heads(y: torch.Tensor) -> torch.Tensor:  # the local heads: -1, not a fixed count
+            return y.view(b, t, -1, self.head_dim).transpose(1, 2)
+
+        a = F.scaled_dot_product_attention(
+            heads(self.q(x)), heads(self.k(x)), heads(self.v(x)), is_causal=True
+        )
+        return self.o(a.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(hidden, 4 * hidden, bias=False)
+        self.down = nn.Linear(4 * hidden, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.norm1 = nn.RMSNorm(hidden, eps=1e-6)
+        self.attn = Attention(hidden, heads)
+        self.norm2 = nn.RMSNorm(hidden, eps=1e-6)
+        self.mlp = MLP(hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.attn(self.norm1(x))
+        return h + self.mlp(self.norm2(h))
+
+
+PLAN = {
+    "attn.q": "col",
+    "attn.k": "col",
+    "attn.v": "col",
+    "attn.o": "row",
+    "mlp.up": "col",
+    "mlp.down": "row",
+}
+
+
+def shard(block: Block, device: str) -> Block:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    styles = {k: ColwiseParallel() if v == "col" else RowwiseParallel() for k, v in PLAN.items()}
+    return parallelize_module(block, mesh, styles)  # type: ignore[return-value]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+    dist.barrier()
+
+
+def step_time(fn: Any, x: torch.Tensor, device: str, steps: int) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn(x)
+    _sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def _counts(compiled_graphs: int, breaks: int) -> str:
+    return f"{compiled_graphs} / {breaks}"
+
+
+def compile_counted(block: Block, backend: str) -> tuple[Any, dict[str, int]]:
+    """``block`` compiled by ``backend``, and a record of the graphs its backend received."""
+    seen = {"graphs": 0}
+    if backend == "fir":
+        from fir.frontend.backend import fir_backend as target
+    else:
+        from torch._inductor.compile_fx import compile_fx as target
+
+    def counting(gm: Any, example_inputs: Any) -> Any:
+        seen["graphs"] += 1
+        return target(gm, example_inputs)
+
+    return torch.compile(block, backend=counting), seen
+
+
+def run(args: argparse.Namespace) -> None:
+    smoke = args.cpu_smoke
+    device = "cpu" if smoke else "cuda"
+    rank = dist.get_rank()
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    dtype = torch.float32 if smoke else torch.bfloat16
+    hidden, heads, tokens = (64, 4, 16) if smoke else (args.hidden, args.heads, args.tokens)
+    torch.manual_seed(0)
+    full = Block(hidden, heads).to(device=device, dtype=dtype)
+    reference = copy.deepcopy(full)
+    block = shard(full, device)
+    x = torch.randn(1, tokens, hidden, device=device, dtype=dtype)
+    with torch.no_grad():
+        want = reference(x)
+        rows: dict[str, dict[str, Any]] = {}
+        runners: dict[str, Any] = {"eager": block}
+        for backend in ("inductor", "fir"):
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
+            compiled, seen = compile_counted(block, backend)
+            out = compiled(x)
+            breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+            rows[backend] = {
+                "graphs": seen["graphs"],
+                "breaks": breaks,
+                "error": (out.float() - want.float()).abs().max().item(),
+            }
+            runners[backend] = compiled
+        rows["eager"] = {"graphs": 0, "breaks": 0, "error": (block(x) - want).abs().max().item()}
+        times: dict[str, list[float]] = {k: [] for k in runners}
+        for f in runners.values():
+            step_time(f, x, device, 3)
+        for _ in range(args.rounds):
+            for k, f in runners.items():
+                times[k].append(step_time(f, x, device, args.steps))
+    for k in runners:
+        rows[k]["ms"] = statistics.median(times[k]) * 1e3
+    if rank == 0:
+        report(rows, device, hidden, heads, tokens, dtype, smoke)
+
+
+def report(
+    rows: dict[str, dict[str, Any]],
+    device: str,
+    hidden: int,
+    heads: int,
+    tokens: int,
+    dtype: torch.dtype,
+    smoke: bool,
+) -> None:
+    lines = [
+        "| compiler | graphs / breaks (rank 0) | step | vs Inductor | max abs diff vs unsharded |",
+        "|---|---|---|---|---|",
+    ]
+    for k in ("eager", "inductor", "fir"):
+        r = rows[k]
+        lines.append(
+            f"| {k} | {_counts(r['graphs'], r['breaks'])} | {r['ms']:.3f} ms | "
+            f"{r['ms'] / rows['inductor']['ms']:.2f} | {r['error']:.3g} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if smoke:
+        return
+    name = torch.cuda.get_device_name()
+    DOC.write_text(
+        "# Tensor parallelism on two GPUs\n\n"
+        f"Generated by `torchrun --nproc-per-node 2 benchmarks/bench_tp.py` on 2 x {name}, "
+        f"NCCL, torch {torch.__version__}, Python {platform.python_version()}: one transformer "
+        f"block (hidden {hidden}, {heads} heads, {tokens} tokens, {dtype}), sharded with "
+        "`parallelize_module` (q/k/v and MLP up column-parallel, attention output and MLP down "
+        "row-parallel).\n\n" + table + "\n"
+    )
+
+
+def _spawned(rank: int, world: int, args: argparse.Namespace, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        run(args)
+    finally:
+        dist.destroy_process_group()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cpu-smoke", action="store_true", help="2 CPU processes, gloo, tiny sizes")
+    ap.add_argument("--hidden", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    if "RANK" in os.environ:  # under torchrun
+        dist.init_process_group("gloo" if args.cpu_smoke else "nccl")
+        try:
+            run(args)
+        finally:
+            dist.destroy_process_group()
+        return
+    if not args.cpu_smoke:
+        print("bench_tp: launch with torchrun --nproc-per-node 2 (or --cpu-smoke)", file=sys.stderr)
+        sys.exit(1)
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(_spawned, args=(2, args, port), nprocs=2)
+
+
+if __name__ == "__main__":
+    main()
