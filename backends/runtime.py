@@ -441,6 +441,8 @@ class _Call:
             b = self.plan.buffers.get(r.name)
             if b is None:
                 continue
+            if t is None:  # a call made for its effect (an assertion): its result is a token
+                t = torch.empty([self.dim(d) for d in b.type.shape], dtype=b.type.dtype.to_torch())
             self._adopt_result(b, t)
 
     def _adopt_result(self, b: Buffer, t: torch.Tensor) -> None:

@@ -1,4 +1,8 @@
-"""``torch.compile(fn, backend="fir")``: Dynamo → AOTAutograd (aten, inference) → FIR.
+"""``torch.compile(fn, backend="fir")``: Dynamo → AOTAutograd (aten) → FIR, forward and backward.
+
+AOTAutograd hands FIR the inference graph of a call that needs no gradients, or, in training,
+the forward graph and (at the first ``backward()``) the backward graph; all three go through
+:func:`compile_graph_module`.
 
 Options (``torch.compile(..., options={...})``):
 
@@ -15,13 +19,23 @@ Options (``torch.compile(..., options={...})``):
   and replay it after (default False): one launch per call instead of one per kernel;
 * ``autotune``: each Triton kernel times a few block configurations at its first launch and
   keeps the fastest, cached on disk (default False: the heuristic's choice);
-* ``fallback``: on a graph FIR cannot import or compile, run it with PyTorch (default True)
-  instead of raising.
+* ``fallback``: ``"unsupported"`` (default; also ``True``): what FIR reports as unsupported (an
+  op with no mapping, a dtype, a data-dependent size, a device or a machine without a back end)
+  runs with PyTorch, with its reason; ``"never"`` (also ``False``): every such fallback is an
+  error.
+
+FIR's own faults never fall back: an internal error (a verifier failure after a pass, an
+assertion, any exception that is not a :class:`~fir.ir.errors.FirError`, a back end that fails
+on a graph it accepted) raises :class:`FirInternalError`, whose message names a file with the
+dump of the graph (:func:`write_dump`).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import tempfile
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,10 +45,12 @@ from typing import Any
 import torch
 from fir.backends.prewarm import prewarm_triton
 from fir.ir.errors import FirError
-from fir.ir.graph import Module, TensorOp
+from fir.ir.graph import ExternNode, Module, TensorOp
 from fir.ir.printer import print_module
 
+from .emitter import UnsupportedError
 from .fx_import import ImportReport, import_graph_module
+from .logs import enabled, log
 
 # Dynamo imports this module when it looks the backend up, before it traces: Triton's one-time
 # costs start now, in the background, where a GPU exists (see fir.backends.prewarm)
@@ -43,6 +59,10 @@ prewarm_triton()
 RUNNERS = ("cpp", "triton", "llvm", "interp")
 PLANNED_RUNNERS: tuple[str, ...] = ()
 DEVICE_BACKENDS = {"cpu": "cpp", "cuda": "triton"}
+# "unsupported": what FIR reports as unsupported runs with PyTorch; "never": that is an error
+FALLBACK_MODES = ("unsupported", "never")
+# where an internal error's dump goes when no dump_dir is given
+DUMP_ENV = "FIR_DUMP_DIR"
 _graph_ids = itertools.count()
 
 
@@ -51,7 +71,7 @@ class CompileOptions:
     pipeline: str = "fusion"
     dump_dir: str | None = None
     backend: str | None = None  # None: the inputs' device's (DEVICE_BACKENDS)
-    fallback: bool = True
+    fallback: str = "unsupported"  # FALLBACK_MODES; True and False are read as the two modes
     cuda_graphs: bool = False
     autotune: bool = False
 
@@ -63,6 +83,12 @@ class CompileOptions:
                 known = ", ".join(CompileOptions.__dataclass_fields__)
                 raise FirError(f"unknown fir backend option '{key}' (options: {known})")
             setattr(opts, key, value)
+        if isinstance(opts.fallback, bool):  # the option's first form: True/False
+            opts.fallback = "unsupported" if opts.fallback else "never"
+        if opts.fallback not in FALLBACK_MODES:
+            raise FirError(
+                f"unknown fallback mode {opts.fallback!r} (choose from {', '.join(FALLBACK_MODES)})"
+            )
         if opts.backend is not None and opts.backend not in RUNNERS:
             if opts.backend in PLANNED_RUNNERS:
                 raise FirError(
@@ -81,8 +107,30 @@ class CompileOptions:
 
 class BackendCompileError(FirError):
     """FIR imported and transformed a graph, but its back end failed on it (no compiler, a
-    compile error, a plan it cannot write): a fault of FIR or of the machine, not an unsupported
-    program; tests treat it as a failure even where the graph falls back to PyTorch."""
+    compile error, a plan it cannot write). Only a machine without the back end's compiler is
+    a reason to fall back (:func:`is_unsupported`); the rest is a :class:`FirInternalError`."""
+
+
+class FirInternalError(FirError):
+    """FIR failed on a graph it had accepted: a bug of FIR (or of its back end's compiler), never
+    a reason to run the graph with PyTorch. ``dump`` is the file with the graph's stages."""
+
+    def __init__(self, message: str, dump: Path | None = None) -> None:
+        super().__init__(message)
+        self.dump = dump
+
+
+class FallbackError(FirError):
+    """``fallback="never"``: something FIR does not support would have run with PyTorch."""
+
+
+def is_unsupported(e: BaseException) -> bool:
+    """Whether FIR reports ``e`` as unsupported (an op, a dtype, a feature, a machine without
+    the back end's compiler): the errors a graph may fall back to PyTorch for."""
+    from fir.backends.cpp.build import CompilerNotFound
+
+    cause = e.__cause__ if isinstance(e, BackendCompileError) else e
+    return isinstance(e, UnsupportedError) or isinstance(cause, CompilerNotFound)
 
 
 @dataclass
@@ -95,21 +143,48 @@ class CompiledGraph:
     name: str
     stages: list[tuple[str, str]] = field(default_factory=list)
     program: Any = None  # the compiled program (a code generator's), None for the interpreter
+    kind: str = "inference"  # "inference", "forward" or "backward" (AOTAutograd's graphs)
+    # the graph's outputs, with None where AOTAutograd's graph returns None (no gradient for
+    # that input); FIR computes only the others
+    none_outputs: tuple[int, ...] = ()
+    calls: int = 0  # how many times the compiled graph ran
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        if self.report.size_inputs:  # sizes come from the tensors' shapes
-            skip = set(self.report.size_inputs)
+        self.calls += 1
+        if self.report.dropped_inputs:  # sizes come from the tensors' shapes; tokens are None
+            skip = set(self.report.dropped_inputs)
             inputs = tuple(x for k, x in enumerate(inputs) if k not in skip)
         if self.program is not None:  # kernels write memory; extern calls run under no_grad
-            return self.program(*inputs, *self.constants)
-        from fir.ir.interpreter import run_graph
+            out = self.program(*inputs, *self.constants)
+        else:
+            from fir.ir.interpreter import run_graph
 
-        with torch.no_grad():
-            return run_graph(self.module.funcs[0], [*inputs, *self.constants])
+            with torch.no_grad():
+                out = run_graph(self.module.funcs[0], [*inputs, *self.constants])
+        if not self.none_outputs:
+            return out
+        full: list[Any] = []
+        results = iter(out)
+        for k in range(len(out) + len(self.none_outputs)):
+            full.append(None if k in self.none_outputs else next(results))
+        return full
 
 
 # every graph compiled in this process, for fir.explain and tests
 COMPILED: list[CompiledGraph] = []
+
+
+@dataclass
+class GraphFallback:
+    """A graph that ran with PyTorch, and why."""
+
+    name: str
+    kind: str
+    reason: str
+
+
+# every graph that fell back to PyTorch in this process, for fir.explain and tests
+FALLBACKS: list[GraphFallback] = []
 
 
 def compile_graph_module(
@@ -117,20 +192,71 @@ def compile_graph_module(
     example_inputs: Sequence[Any],
     options: CompileOptions,
     name: str | None = None,
+    kind: str = "inference",
 ) -> CompiledGraph:
-    """Import an aten-level graph, run the pipeline, and dump stages if asked."""
-    from fir.passes.pipeline import parse_pipeline
+    """Import an aten-level graph, run the pipeline, compile it, and dump stages if asked.
 
+    Raises what FIR reports as unsupported (:func:`is_unsupported`) as it is, and every other
+    error as a :class:`FirInternalError` naming the dump of the graph."""
     name = name or f"graph_{next(_graph_ids)}"
-    module, report, constants = import_graph_module(gm, list(example_inputs), name)
-    compiled = CompiledGraph(module, report, constants, name)
-    compiled.stages.append(("import", print_module(module)))
+    stages: list[tuple[str, str]] = []
+    stage = ["import"]  # the stage running now, for the dump
+    try:
+        return _compile(gm, example_inputs, options, name, kind, stages, stage)
+    except Exception as e:
+        if is_unsupported(e):
+            raise
+        what = e.message if isinstance(e, FirError) else f"{type(e).__name__}: {e}"
+        dump = write_dump(name, kind, stages, stage[0], e, options.dump_dir, _fx_text(gm))
+        raise FirInternalError(
+            f"internal error while compiling {name} ({kind} graph) at stage '{stage[0]}': {what}"
+            f"; the graph's dump is in {dump}",
+            dump,
+        ) from e
+
+
+def _compile(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: CompileOptions,
+    name: str,
+    kind: str,
+    stages: list[tuple[str, str]],
+    stage: list[str],
+) -> CompiledGraph:
+    from fir.ir.verifier import verify_module
+    from fir.passes.pipeline import Pipeline, parse_pipeline
+
+    with _without_none_outputs(gm) as none_outputs:
+        module, report, constants = import_graph_module(gm, list(example_inputs), name)
+    compiled = CompiledGraph(module, report, constants, name, stages, kind=kind)
+    compiled.none_outputs = none_outputs
+    stages.append(("import", print_module(module)))
     pipeline = parse_pipeline(options.pipeline)
+    fuse_passes = [p for p in pipeline.passes if p.name == "fuse"]
+    for p in fuse_passes:
+        p.collect = enabled("fusion")  # type: ignore[attr-defined]
 
     def after(p: Any, m: Module) -> None:
-        compiled.stages.append((p.name, print_module(m)))
+        # the pipeline's own verification is off so that the stage a pass broke is printed
+        # (for the dump) before the verifier rejects it
+        try:
+            stages.append((p.name, print_module(m)))
+        except Exception as e:  # a program too broken to print: say so in the dump
+            stages.append((p.name, f"(cannot print the program: {type(e).__name__}: {e})"))
+        try:
+            verify_module(m)
+        except FirError as e:
+            raise FirError(f"after pass '{p.name}': {e.message}", e.loc) from None
 
-    compiled.module = pipeline.run(module, after_pass=after)
+    # one pass at a time, so that the stage a pass fails in is known (a crash names its pass)
+    for p in pipeline.passes:
+        stage[0] = p.name
+        module = Pipeline([p]).run(module, verify_each=False, after_pass=after)
+    compiled.module = module
+    for p in fuse_passes:
+        for r in getattr(p, "reports", []):
+            log("fusion", f"{name} ({kind}):\n{r.text()}")
     where = list(example_inputs) + _output_values(gm)
     backend = choose_backend(options, where)
     at_tensor_level = any(isinstance(n, TensorOp) for f in compiled.module.funcs for n in f.nodes)
@@ -144,6 +270,7 @@ def compile_graph_module(
     elif backend not in (None, "interp"):
         from fir.backends.compile import compile_function
 
+        stage[0] = f"{backend} back end"
         try:
             compiled.program = compile_function(
                 compiled.module.funcs[0], backend, device=_device(where), autotune=options.autotune
@@ -162,14 +289,121 @@ def compile_graph_module(
             from fir.backends.graphs import CudaGraphProgram
 
             compiled.program = CudaGraphProgram(compiled.program)
+        log("kernels", f"{name} ({kind}, {backend}):\n{_program_steps(compiled.program)}")
     if options.dump_dir:
         out = Path(options.dump_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for k, (stage, text) in enumerate(compiled.stages):
-            (out / f"{name}.{k:02d}.{stage}.fir").write_text(text)
+        for k, (stage_name, text) in enumerate(stages):
+            (out / f"{name}.{k:02d}.{stage_name}.fir").write_text(text)
         (out / f"{name}.report.txt").write_text(report.summary() + "\n")
+    _log_graph(compiled, gm, backend)
     COMPILED.append(compiled)
     return compiled
+
+
+class _without_none_outputs:
+    """AOTAutograd's backward graph returns None for an input that gets no gradient (an index
+    tensor, a frozen weight); FIR returns tensors only. While the graph is imported its output
+    node lists the tensors alone; the positions of the Nones are kept to put them back."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.node = next(n for n in gm.graph.nodes if n.op == "output")
+        self.saved = self.node.args
+
+    def __enter__(self) -> tuple[int, ...]:
+        outs = self.node.args[0]
+        if not isinstance(outs, (tuple, list)):
+            return ()
+        nones = tuple(k for k, o in enumerate(outs) if o is None)
+        if nones:
+            self.node.args = ([o for o in outs if o is not None],)
+        return nones
+
+    def __exit__(self, *exc: Any) -> None:
+        self.node.args = self.saved
+
+
+def _fx_text(gm: torch.fx.GraphModule) -> str:
+    try:
+        return str(gm.graph)
+    except Exception as e:  # the dump must not fail on a graph that cannot print itself
+        return f"(cannot print the FX graph: {type(e).__name__}: {e})"
+
+
+def _program_steps(program: Any) -> str:
+    plan = getattr(program, "plan", None)
+    # the plan's text lists the steps, then each kernel's plan: the steps are the summary
+    return plan.text().split("\n\n", 1)[0] if plan is not None else "(no plan)"
+
+
+def _log_graph(compiled: CompiledGraph, gm: torch.fx.GraphModule, backend: str | None) -> None:
+    """FIR_LOGS topics ``graphs`` (the graph's op counts) and ``fallback`` (its extern ops)."""
+    if enabled("graphs"):
+        from fir.passes.fusion.report import count_noun
+
+        report = compiled.report
+        nodes = [n for f in compiled.module.funcs for n in f.nodes]
+        aten = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+        externs = sum(1 for n in nodes if isinstance(n, ExternNode))
+        runner = "interpreter" if compiled.program is None else backend
+        log(
+            "graphs",
+            f"{compiled.name} ({compiled.kind}): {count_noun(aten, 'FX call')}, "
+            f"{sum(report.imported.values())} aten ops imported, "
+            f"{sum(report.fallbacks.values())} kept as extern calls; "
+            f"{count_noun(len(nodes), 'FIR node')} after the pipeline "
+            f"({count_noun(externs, 'extern call')}); run by {runner}",
+        )
+    _log_fallbacks(compiled)
+
+
+def _log_fallbacks(compiled: CompiledGraph) -> None:
+    report = compiled.report
+    for op, count in sorted(report.fallbacks.items()):
+        log(
+            "fallback",
+            f"{compiled.name}: {op} x{count} runs as an extern call: {report.reasons.get(op, '')}",
+        )
+
+
+def write_dump(
+    name: str,
+    kind: str,
+    stages: list[tuple[str, str]],
+    failed: str,
+    error: BaseException,
+    dump_dir: str | None = None,
+    fx_text: str = "",
+) -> Path:
+    """Write what FIR knows about a graph it failed on: the error and its traceback, the stage
+    that failed, and the program after import and after each stage that ran (the last one is
+    the program the failing stage produced or received), then the aten graph that was imported
+    (``fx_text``: what an import failure is about). Returns the file's path: in
+    ``dump_dir``, else in ``$FIR_DUMP_DIR``, else in a new temporary folder. Each stage is
+    also written as its own ``.fir`` file next to it, to replay with ``fir-opt``."""
+    base = dump_dir or os.environ.get(DUMP_ENV)
+    if base:
+        folder = Path(base)
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix=f"fir-{name}-"))
+    path = folder / f"{name}.error.txt"
+    tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    parts = [
+        f"FIR internal error compiling {name} ({kind} graph)",
+        f"failed at stage: {failed}",
+        f"stages that ran: {', '.join(s for s, _ in stages) or 'none'}",
+        "",
+        tb.rstrip(),
+    ]
+    for k, (stage, text) in enumerate(stages):
+        if k == 0 or k == len(stages) - 1:
+            parts += ["", f"// ---- stage {k}: {stage} ----", text.rstrip()]
+        (folder / f"{name}.{k:02d}.{stage}.fir").write_text(text)
+    if fx_text:
+        parts += ["", "// ---- the aten graph (torch.fx) ----", fx_text.rstrip()]
+    path.write_text("\n".join(parts) + "\n")
+    return path
 
 
 def fir_backend(
@@ -180,43 +414,83 @@ def fir_backend(
 ) -> Callable[..., Any]:
     """The Dynamo backend registered as ``"fir"`` (entry point ``torch_dynamo_backends``)."""
     from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.aot_autograd import make_boxed_func
 
     opts = CompileOptions.from_dict(options)
 
-    def fw_compiler(fx_gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-        try:
-            compiled = compile_graph_module(fx_gm, inputs, opts)
-        except FirError as e:
-            if not opts.fallback:
-                raise
-            warnings.warn(f"fir: running this graph with PyTorch: {e.message}", stacklevel=2)
-            return make_boxed_func(fx_gm.forward)
+    def compiler(kind: str) -> Callable[..., Any]:
+        def compile_fx(fx_gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+            return _compile_or_fall_back(fx_gm, inputs, opts, kind)
 
-        if (
-            compiled.program is None
-            and choose_backend(opts, [*inputs, *_output_values(fx_gm)]) is None
-        ):
-            # FIR has compiled the graph (fir.explain reports its kernels), but it generates no
-            # code for this device: PyTorch runs it
-            warnings.warn(
-                f"fir: {compiled.name} takes {_devices(inputs)} tensors, which FIR has no back "
-                "end for yet: PyTorch runs this graph (FIR's kernels are reported, not run)",
-                stacklevel=2,
-            )
-            return make_boxed_func(fx_gm.forward)
+        return compile_fx
 
-        def run(args: list[Any]) -> list[torch.Tensor]:
-            return compiled(*args)
-
-        run._boxed_call = True  # type: ignore[attr-defined]
-        return run
-
-    # Gradients are not compiled by FIR: the backward graph (if any) runs with PyTorch.
+    # the backward graph goes through the same path as the forward: AOTAutograd compiles it
+    # at the first backward() (its inputs are the saved activations and the output gradients)
     backend = aot_autograd(
-        fw_compiler=fw_compiler, bw_compiler=lambda g, _: make_boxed_func(g.forward)
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
     )
     return backend(gm, example_inputs)
+
+
+def _compile_or_fall_back(
+    fx_gm: torch.fx.GraphModule, inputs: Sequence[Any], opts: CompileOptions, kind: str
+) -> Callable[..., Any]:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    try:
+        compiled = compile_graph_module(fx_gm, inputs, opts, kind=kind)
+    except FirInternalError:
+        raise
+    except FirError as e:  # unsupported: compile_graph_module raises nothing else
+        return make_boxed_func(_fall_back(fx_gm, opts, kind, e.message))
+
+    if opts.fallback == "never" and compiled.report.fallbacks:
+        ops = ", ".join(
+            f"{op}: {compiled.report.reasons.get(op, '')}"
+            for op in sorted(compiled.report.fallbacks)
+        )
+        raise FallbackError(
+            f"fallback='never': {compiled.name} ({kind}) would run aten ops with PyTorch: {ops}"
+        )
+    if compiled.program is None and choose_backend(opts, [*inputs, *_output_values(fx_gm)]) is None:
+        # FIR has compiled the graph (fir.explain reports its kernels), but it generates no
+        # code for this device: PyTorch runs it
+        _fall_back(
+            fx_gm,
+            opts,
+            kind,
+            f"{compiled.name} takes {_devices(inputs)} tensors, which FIR has no back end for "
+            "yet: PyTorch runs this graph (FIR's kernels are reported, not run)",
+            warning=f"fir: {compiled.name} takes {_devices(inputs)} tensors, which FIR has no "
+            "back end for yet: PyTorch runs this graph (FIR's kernels are reported, not run)",
+            name=compiled.name,
+        )
+        return make_boxed_func(fx_gm.forward)
+
+    def run(args: list[Any]) -> list[Any]:
+        return compiled(*args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def _fall_back(
+    fx_gm: torch.fx.GraphModule,
+    opts: CompileOptions,
+    kind: str,
+    reason: str,
+    warning: str | None = None,
+    name: str = "",
+) -> Callable[..., Any]:
+    """Run the graph with PyTorch for ``reason`` (an unsupported thing), or raise under
+    ``fallback="never"``."""
+    if opts.fallback == "never":
+        raise FallbackError(f"fallback='never': a {kind} graph would run with PyTorch: {reason}")
+    FALLBACKS.append(GraphFallback(name, kind, reason))
+    log("fallback", f"{kind} graph run by PyTorch: {reason}")
+    warnings.warn(warning or f"fir: running this graph with PyTorch: {reason}", stacklevel=3)
+    return fx_gm.forward
 
 
 def _output_values(gm: torch.fx.GraphModule) -> list[Any]:

@@ -54,6 +54,8 @@ class Explanation:
     extern_count: int = 0  # library calls (matmul, attention, ops FIR has no lowering for)
     alias_count: int = 0  # views that are aliases of a buffer's storage: no kernel, no copy
     copies: list[str] = field(default_factory=list)  # "%v: why" for each view still copied
+    # collective calls and their waits (``effect = "collective"``), in program order
+    collectives: list[str] = field(default_factory=list)
 
     @property
     def graph_break_count(self) -> int:
@@ -89,6 +91,11 @@ class Explanation:
             lines.extend(f"  copy {c}" for c in self.copies)
             if self.fusion_summary:
                 lines.append(self.fusion_summary)
+        if self.collectives:
+            lines.append(
+                f"collectives: {len(self.collectives)} in program order: "
+                + ", ".join(self.collectives)
+            )
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -125,16 +132,17 @@ def explain_call(
 
     torch._dynamo.reset()
     first = len(fir_backend.COMPILED)
+    first_fallback = len(fir_backend.FALLBACKS)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = torch.compile(fn, backend="fir", options=options)
         compiled(*args, **kwargs)
-    refused = []
+    # every graph run by PyTorch is recorded with its reason; its warning is not repeated
+    fell_back = fir_backend.FALLBACKS[first_fallback:]
+    refused = [f.reason if f.kind == "inference" else f"{f.kind}: {f.reason}" for f in fell_back]
+    warned = {f"fir: running this graph with PyTorch: {f.reason}" for f in fell_back}
     for w in caught:
-        text = str(w.message)
-        if text.startswith("fir: "):
-            refused.append(text.removeprefix("fir: running this graph with PyTorch: "))
-        else:
+        if str(w.message) not in warned and "PyTorch runs this graph" not in str(w.message):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
     graphs = fir_backend.COMPILED[first:]
@@ -152,7 +160,21 @@ def explain_call(
     ex.kernel_count, ex.fusion_summary = _kernel_figures([g.module for g in graphs])
     if ex.kernel_count is not None:
         _count_views(ex, [g.module for g in graphs])
+    ex.collectives = _collectives([g.module for g in graphs])
     return ex
+
+
+def _collectives(modules: list[Any]) -> list[str]:
+    """``all_reduce``, ``wait_tensor`` …: the collective calls of the compiled graphs."""
+    from fir.ir.graph import ExternNode
+
+    return [
+        n.callee.split(".")[1] if n.callee.count(".") == 2 else n.callee
+        for m in modules
+        for f in m.funcs
+        for n in f.nodes
+        if isinstance(n, ExternNode) and n.attrs.get("effect") == "collective"
+    ]
 
 
 def _count_views(ex: Explanation, modules: list[Any]) -> None:

@@ -8,6 +8,13 @@ is dropped and the node becomes an extern call of the aten op itself. So an impo
 because of one op; it fails only for what FIR cannot express at all (an output that is not a
 tensor, a data-dependent size), with an :class:`~fir.frontend.emitter.UnsupportedError` naming
 the op and the reason.
+
+Ops with effects import as extern calls that keep their program order (an ``effect`` attribute,
+see :mod:`fir.frontend.aten.collectives`): functional collectives and their waits, assertions
+(``aten._assert_async``, ``aten._assert_scalar``, ``aten._functional_assert_async``; dropped
+when their condition is known at import), and the ops AOTAutograd wraps in ``with_effects``
+(unwrapped; AOTAutograd's effect token, None at run time, becomes an empty tensor made in the
+graph, threaded through the calls, and the call drops that input).
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ import torch
 import torch.fx
 from fir.ir.dtypes import DType
 from fir.ir.externs import encode_torch_object
-from fir.ir.graph import ExternNode, Graph, Module, TensorOp, Value
+from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
 
 from .aten import CONVERTERS
+from .aten.collectives import TOKEN_TYPE, effect_extern
 from .emitter import Emitter, Fallback, UnsupportedError, meta_value, size_value, tensor_type
 
 
@@ -35,8 +43,10 @@ class ImportReport:
     imported: Counter[str] = field(default_factory=Counter)
     fallbacks: Counter[str] = field(default_factory=Counter)
     reasons: dict[str, str] = field(default_factory=dict)
-    # positions of graph inputs that are sizes (SymInts under dynamic shapes), not tensors
-    size_inputs: list[int] = field(default_factory=list)
+    # positions of graph inputs the compiled call drops: sizes (SymInts under dynamic shapes,
+    # read from the tensors' shapes), AOTAutograd's effect tokens (None at run time), and
+    # objects nothing reads (a device mesh's process group under DTensor)
+    dropped_inputs: list[int] = field(default_factory=list)
 
     def merge(self, other: ImportReport) -> None:
         self.imported.update(other.imported)
@@ -52,6 +62,31 @@ class ImportReport:
         for name, count in sorted(self.fallbacks.items()):
             lines.append(f"  {name} x{count}: {self.reasons.get(name, '')}")
         return "\n".join(lines)
+
+
+ASSERTIONS = frozenset(
+    {
+        "aten._assert_async.default",
+        "aten._assert_async.msg",
+        "aten._assert_scalar.default",
+        "aten._functional_assert_async.msg",
+    }
+)
+
+
+# aten ops that stay library calls by design, not for lack of a lowering: fused attention
+# kernels (Inductor calls them too). Their extern calls are not fallbacks (``fallback="never"``
+# accepts them); the ops that feed and follow them fuse as usual.
+LIBRARY_CALLS = frozenset(
+    {
+        "aten._scaled_dot_product_flash_attention.default",
+        "aten._scaled_dot_product_flash_attention_for_cpu.default",
+        "aten._scaled_dot_product_efficient_attention.default",
+        "aten._scaled_dot_product_cudnn_attention.default",
+        "aten._efficient_attention_forward.default",
+        "aten._flash_attention_forward.default",
+    }
+)
 
 
 def target_name(target: Any) -> str:
@@ -87,6 +122,7 @@ class Importer:
 
     def run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None) -> Graph:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        sizes: list[torch.fx.Node] = []
         for k, n in enumerate(placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
             if val is None and example_inputs is not None:
@@ -95,7 +131,17 @@ class Importer:
                 # under dynamic shapes Dynamo passes each size symbol as an input as well: FIR
                 # reads sizes from the tensors' shapes, so the call drops these inputs
                 self.values[n] = val
-                self.report.size_inputs.append(k)
+                self.report.dropped_inputs.append(k)
+                sizes.append(n)
+                continue
+            if _is_effect_token(n):
+                # AOTAutograd passes None for it and drops the returned one: an empty tensor
+                # made here threads through the effectful calls (whose order is their chain's)
+                self.values[n] = self.token(n)
+                self.report.dropped_inputs.append(k)
+                continue
+            if not isinstance(val, torch.Tensor) and not n.users:
+                self.report.dropped_inputs.append(k)  # nothing reads it
                 continue
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedError(
@@ -104,7 +150,7 @@ class Importer:
             v = Value(self.unique(self.value_name(n.name)), tensor_type(val, keep_layout=True))
             self.graph.args.append(v)
             self.values[n] = v
-        self._check_size_inputs(placeholders)
+        self._check_size_inputs(sizes)
         for n in gm.graph.nodes:
             if n.op == "placeholder":
                 continue
@@ -126,18 +172,25 @@ class Importer:
                 )
         return self.graph
 
-    def _check_size_inputs(self, placeholders: list[torch.fx.Node]) -> None:
+    def token(self, n: torch.fx.Node) -> Value:
+        """An effect token: an empty tensor made in the graph (AOTAutograd passes None)."""
+        em = Emitter(self, n)
+        out = em.op("full", [Literal(0.0)], TOKEN_TYPE, hint="token")
+        self.graph.nodes.extend(em.nodes)
+        return out
+
+    def _check_size_inputs(self, sizes: list[torch.fx.Node]) -> None:
         """Every size input must be a size of some tensor input, where the runtime finds it."""
         known: set[Any] = set()
         for a in self.graph.args:
             for d in a.type.shape:
                 known |= getattr(d, "free_symbols", set())
-        for k in self.report.size_inputs:
-            size = size_value(self.values[placeholders[k]])
+        for n in sizes:
+            size = size_value(self.values[n])
             missing = getattr(size, "free_symbols", set()) - known
             if missing:
                 raise UnsupportedError(
-                    f"size input {placeholders[k].name} ({size}) is not a size of any tensor input"
+                    f"size input {n.name} ({size}) is not a size of any tensor input"
                 )
 
     def get_attr(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> None:
@@ -191,14 +244,21 @@ class Importer:
                 raise UnsupportedError(f"{n.name}: getitem on a single value")
             self.values[n] = src[k]
             return
+        if _is_with_effects(n):
+            self.with_effects(n)
+            return
         name = target_name(n.target)
         val = n.meta.get("val")
-        if isinstance(val, torch.SymInt):
+        if isinstance(val, (torch.SymInt, torch.SymBool)):
             # a size query (aten.sym_size.int) or size arithmetic under dynamic shapes: keep
-            # the symbolic value; converters read sizes from the result types anyway
+            # the symbolic value; converters read sizes from the result types anyway, and an
+            # assertion on sizes is decided here if it can be
             self.values[n] = val
             return
-        if not name.startswith("aten.") and not name.startswith("prims."):
+        if name in ASSERTIONS:
+            self.assertion(n, name)
+            return
+        if not name.startswith(("aten.", "prims.")) and name not in converters:
             raise UnsupportedError(
                 f"{n.name}: call of {name} is not an aten op; import an aten-level graph"
             )
@@ -221,8 +281,70 @@ class Importer:
                 self.report.imported[name] += 1
                 return
         self.extern(n, name, args, kwargs)
+        if name in LIBRARY_CALLS and conv is None:
+            self.report.imported[name] += 1  # a library call by design, as in Inductor
+            return
         self.report.fallbacks[name] += 1
         self.report.reasons.setdefault(name, reason)
+
+    def with_effects(self, n: torch.fx.Node) -> None:
+        """``with_effects(token, op, *args)``: AOTAutograd's wrapper of an op with side effects
+        (``aten._print``, ``aten._linalg_check_errors``). The op becomes an ordered extern call;
+        the token is threaded through the calls that return nothing (their empty result is the
+        new token), though what orders them is the ``effect`` chain."""
+        token, op, *op_args = n.args
+        callee = target_name(op)
+        if not isinstance(op, torch._ops.OpOverload):
+            raise UnsupportedError(f"{n.name}: with_effects of {callee}, which is not an op")
+        token_value = self.arg(token)
+        val = meta_value(n)
+        results = list(val[1:]) if isinstance(val, (tuple, list)) else [None]
+        if not results:
+            results = [None]
+        em = Emitter(self, n)
+        outs = effect_extern(
+            em,
+            callee,
+            [_extern_arg(self.arg(a), callee) for a in op_args],
+            {k: _extern_arg(self.arg(v), callee) for k, v in n.kwargs.items()},
+            "ordered",
+            results,
+        )
+        self.graph.nodes.extend(em.nodes)
+        if all(r is None for r in results):  # the call's empty result is the new token
+            self.values[n] = [outs[0], None]
+        else:
+            self.values[n] = [token_value, *outs]
+        self.report.imported[f"with_effects({callee})"] += 1
+
+    def assertion(self, n: torch.fx.Node, name: str) -> None:
+        """An assertion: dropped when its condition is known to hold here, an ordered extern
+        call of the real op when it depends on the data (it raises when the program runs)."""
+        cond = self.arg(n.args[0])
+        functional = name == "aten._functional_assert_async.msg"
+        holds = _known_truth(cond)
+        if holds is False:
+            msg = n.args[1] if len(n.args) > 1 else ""
+            raise UnsupportedError(f"{name}: the assertion always fails ({msg!r})")
+        if holds is True:
+            if functional:  # the dependency token passes through
+                self.values[n] = self.arg(n.args[2])
+            self.report.imported[f"{name} (holds at import)"] += 1
+            return
+        if not isinstance(cond, Value):
+            raise UnsupportedError(f"{name}: condition {cond!r} cannot be checked")
+        em = Emitter(self, n)
+        (out,) = effect_extern(
+            em,
+            name,
+            [_extern_arg(self.arg(a), name) for a in n.args],
+            {k: _extern_arg(self.arg(v), name) for k, v in n.kwargs.items()},
+            "assert",
+            [meta_value(n)] if functional else [None],
+        )
+        self.graph.nodes.extend(em.nodes)
+        self.values[n] = out
+        self.report.imported[name] += 1
 
     def extern(self, n: torch.fx.Node, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         val = meta_value(n)
@@ -270,6 +392,36 @@ def _extern_arg(a: Any, op: str) -> Any:
     raise UnsupportedError(
         f"{op}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call"
     )
+
+
+def _is_with_effects(n: torch.fx.Node) -> bool:
+    t = n.target
+    return isinstance(t, torch._ops.HigherOrderOperator) and t.name() == "with_effects"
+
+
+def _is_effect_token(n: torch.fx.Node) -> bool:
+    """A graph input that only ``with_effects`` calls take, as their token."""
+    return bool(n.users) and all(
+        u.op == "call_function" and _is_with_effects(u) and u.args[0] is n and n not in u.args[1:]
+        for u in n.users
+    )
+
+
+def _known_truth(cond: Any) -> bool | None:
+    """The value of an assertion's condition where it is known at import: a Python scalar, a
+    symbolic bool the shape environment has decided, a constant tensor. None otherwise."""
+    if isinstance(cond, (bool, int, float)):
+        return bool(cond)
+    if isinstance(cond, torch.SymBool):
+        from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+        if statically_known_true(cond):
+            return True
+        return False if statically_known_true(torch.sym_not(cond)) else None
+    owner = getattr(cond, "owner", None)
+    if isinstance(owner, TensorOp) and owner.op == "constant":
+        return bool(torch.tensor(owner.attrs["value"]).bool().all())
+    return None
 
 
 def _sanitize(name: str) -> str:

@@ -630,6 +630,10 @@ class _Run:
             return v
 
         out = fn(*[conv(a) for a in node.args], **{k: conv(v) for k, v in node.kwargs.items()})
+        if out is None and len(node.results) == 1:
+            # a call made for its effect (an assertion, aten._print): its result is a token
+            t = node.results[0].type
+            out = torch.empty(self.shape(t), dtype=t.dtype.to_torch())
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         for k, o in enumerate(outs):
             if not isinstance(o, torch.Tensor):

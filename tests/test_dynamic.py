@@ -1,7 +1,7 @@
 """Dynamic shapes through ``torch.compile(backend="fir")``: graphs with symbolic sizes import
 as symbolic FIR, compile once, and the compiled program (C++ kernels that take the sizes as
 arguments) runs for every size. Dynamo passes each size symbol as a graph input too; FIR reads
-sizes from the tensors' shapes and drops those inputs (``ImportReport.size_inputs``)."""
+sizes from the tensors' shapes and drops those inputs (``ImportReport.dropped_inputs``)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_dynamic_true_compiles_once_for_every_length() -> None:
     assert len(graphs) == 1
     (g,) = graphs
     assert g.program is not None and _symbolic(g)
-    assert g.report.size_inputs  # Dynamo's size inputs, dropped at the call
+    assert g.report.dropped_inputs  # Dynamo's size inputs, dropped at the call
 
 
 def test_a_marked_dynamic_length_compiles_once() -> None:

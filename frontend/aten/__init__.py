@@ -20,7 +20,10 @@ loads every family:
 - :mod:`.linalg`: matmul and friends, ``trace``, ``linalg_cross``;
 - :mod:`.nn`: softmax, activations, pooling;
 - :mod:`.normalization`: layer, RMS, batch and group norm;
-- :mod:`.losses`: NLL, cross entropy, MSE, Huber, BCE …
+- :mod:`.losses`: NLL, cross entropy, MSE, Huber, BCE …;
+- :mod:`.collectives`: functional collectives (``_c10d_functional.*``) as ordered extern calls;
+- :mod:`.backward`: the ops of backward graphs (activation and layer-norm gradients, NLL's,
+  slices placed back into zeros, the embedding's scatter-add).
 
 :mod:`.common` holds the helpers the families share.
 
@@ -33,6 +36,8 @@ cannot be matched the converter falls back.
 """
 
 from . import (
+    backward,
+    collectives,
     creation,
     indexing,
     linalg,
@@ -48,6 +53,8 @@ from .registry import CONVERTERS, Converter, mapped_ops, register
 __all__ = [
     "CONVERTERS",
     "Converter",
+    "backward",
+    "collectives",
     "creation",
     "indexing",
     "linalg",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fir.ir.dtypes import DType
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
@@ -31,8 +32,6 @@ _REDUCTION = {0: "none", 1: "mean", 2: "sum"}
 def _nll_loss_forward(
     em: Emitter, x: Any, target: Any, weight: Any, reduction: int, ignore_index: int
 ) -> list[Value]:
-    if 1 in _used_results(em):
-        raise Fallback("total_weight is read")
     ops: list[Any] = [_tensor(x), _tensor(target)]
     if weight is not None:
         ops.append(_tensor(weight))
@@ -42,7 +41,28 @@ def _nll_loss_forward(
         em.out_type(0),
         {"reduction": _REDUCTION[reduction], "ignore_index": ignore_index},
     )
-    return [out, out]
+    if 1 not in _used_results(em):
+        return [out, out]
+    return [out, _total_weight(em, _tensor(target), weight, ignore_index)]
+
+
+def _total_weight(em: Emitter, t: Value, weight: Any, ignore_index: int) -> Value:
+    """``nll_loss_forward``'s second result, which its backward reads (training): the summed
+    class weight of the targets that are not ignored (their count without weights)."""
+    stat = em.out_type(1)
+    keep = em.op("ne", [t, Literal(ignore_index)], TensorType(DType.BOOL, t.type.shape))
+    per = em.cast(keep, stat.dtype)
+    if weight is not None:
+        if t.type.rank != 1:
+            raise Fallback("total_weight of a weighted loss over a 0-d target")
+        w = _tensor(weight)
+        # an ignored target may be out of the weight's range: read class 0 for it, then zero it
+        safe = em.op("where", [keep, t, Literal(0)], t.type, hint="safe")
+        picked = em.op(
+            "index_select", [w, safe], TensorType(w.type.dtype, t.type.shape), {"dim": 0}
+        )
+        per = em.op("mul", [em.cast(picked, stat.dtype), per], per.type, hint="w")
+    return em.op("sum", [per], stat, hint="total_weight")
 
 
 @register("aten.nll_loss2d_forward.default")

@@ -10,7 +10,9 @@ For each node (see :mod:`fir.ir.deps` for the data model):
   argument it mutates (``{mutates = [0]}``);
 * a tensor-level op (a pipeline stopped before ``lower``) reads and writes StarDeps;
 * around a mutation, :class:`WeakDep` orders the mutating call after the nodes that read the
-  buffer before it, and the later readers after the mutating call.
+  buffer before it, and the later readers after the mutating call;
+* an extern call with an ``effect`` attribute (a collective, its wait, an assertion) gets a
+  :class:`WeakDep` on the previous such call, so effectful calls keep their program order.
 
 Users and ancestors follow from those: a node's users read one of its results (or hold a weak
 dependency on it); its ancestors are the nodes it depends on transitively.
@@ -140,20 +142,36 @@ def mutated_values(n: Node) -> list[Value]:
     return _unique_values(out)
 
 
+def effect_of(n: Node) -> str | None:
+    """The effect chain an extern call belongs to (its ``effect`` attribute: ``"collective"``,
+    ``"assert"`` …), None for a call without one and for every other node."""
+    if not isinstance(n, ExternNode):
+        return None
+    effect = n.attrs.get("effect")
+    return effect if isinstance(effect, str) else None
+
+
 def mutation_deps(g: Graph) -> dict[Node, list[WeakDep]]:
     """Weak dependencies around in-place writes, in program order: a mutating node runs after
     the nodes that read the buffer since its last mutation (and after that mutation, which
-    reads it too), and every later reader runs after the mutating node. Only nodes that get
-    one are in the result."""
+    reads it too), and every later reader runs after the mutating node. An effectful extern
+    call runs after the previous one (``weak %p for %p``): collectives, waits and assertions
+    keep their order. Only nodes that get one are in the result."""
     mutations = {n: [alias_root(v).name for v in mutated_values(n)] for n in g.nodes}
-    if not any(mutations.values()):
+    effectful = sum(1 for n in g.nodes if effect_of(n) is not None)
+    if not any(mutations.values()) and effectful < 2:
         return {}
     out: dict[Node, list[WeakDep]] = {}
     readers: dict[str, list[str]] = {}  # buffer -> nodes that read it since its last mutation
     last_mutator: dict[str, str] = {}
+    last_effect: str | None = None
     for n in g.nodes:
         name = n.results[0].name
         weak: list[WeakDep] = []
+        if effect_of(n) is not None:
+            if last_effect is not None:
+                weak.append(WeakDep(last_effect, last_effect))
+            last_effect = name
         # a view's readers read its root's storage: a write into the root concerns them too
         read = [alias_root(v).name for v in _unique_values(n.operand_values())]
         for b in read:

@@ -494,6 +494,16 @@ def kernel_inplace_blocker(step: Step, n: Node, v: Value) -> str | None:
     for m in step.nodes:
         if m is not n and any(u is v for u in m.operand_values()):
             return f"%{m.results[0].name}, in the same kernel, reads %{v.name} too"
+    # A kernel with reductions makes several passes over a row; a later pass that reads n's
+    # result computes n again from its operands (backends/plan/kernel.py, _load) instead of
+    # loading it, and would read v after n has written over it.
+    if any(isinstance(m, LoopNode) and m.reduction is not None for m in step.nodes):
+        for m in step.nodes:
+            if m is not n and any(u is n.results[0] for u in m.operand_values()):
+                return (
+                    f"%{m.results[0].name}, in the same kernel, reads %{n.results[0].name}, "
+                    f"which the kernel may compute again from %{v.name}"
+                )
     return None
 
 

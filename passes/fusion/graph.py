@@ -28,6 +28,7 @@ from fir.ir.types import Dim
 from ..analysis.deps import (
     ancestor_masks,
     canonical_prefix,
+    effect_of,
     local_deps,
     mutation_deps,
     predecessors,
@@ -122,6 +123,13 @@ class FusionGraph:
             for b in dict.fromkeys(dep.buffer for dep in d.reads):
                 self.readers.setdefault(b, []).append(k)
         self.outputs = {v.name for v in g.outputs}
+        # the number of collective calls before each node: nodes of different regions lie on
+        # different sides of a collective and never fuse (the ``collective`` rule)
+        self.region: list[int] = []
+        collectives = 0
+        for n in nodes:
+            self.region.append(collectives)
+            collectives += effect_of(n) == "collective"
         self.parent = list(range(len(nodes)))
         self.fnodes: dict[int, FusionNode] = {}
         for k, n in enumerate(nodes):

@@ -12,6 +12,8 @@ code                    rejects a pair when
 ``nofuse``              a member says ``nofuse = true``, or names the other's node
 ``order``               node2 is an ancestor of node1 (node1 must come first)
 ``device``              the two run on different devices
+``collective``          a collective call (or its wait) lies between them in program order:
+                        the work before a collective and after it stay separate kernels
 ``no-shared-data``      they touch no common buffer (``aggressive`` lets two pointwise nodes of
                         equal groups pass)
 ``max-size``            the kernel would hold more than ``max-size`` nodes
@@ -47,6 +49,7 @@ REASON_TITLES = {
     "nofuse": "forbidden by nofuse",
     "order": "order",
     "device": "device mismatch",
+    "collective": "a collective between them",
     "no-shared-data": "no shared data",
     "max-size": "exceeds max fusion size",
     "horizontal": "horizontal fusion disabled",
@@ -215,6 +218,14 @@ class FusionRules:
                 Rejection(
                     "device",
                     lambda: f"{fg.label(a)} runs on {a.device}, {fg.label(b)} on {b.device}",
+                ),
+                None,
+            )
+        if fg.region[a.id] != fg.region[b.id]:
+            return (
+                Rejection(
+                    "collective",
+                    lambda: f"a collective call runs between {fg.label(a)} and {fg.label(b)}",
                 ),
                 None,
             )

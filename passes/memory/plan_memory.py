@@ -15,6 +15,11 @@ For every node, in program order (Inductor's ``compute_last_usage`` and buffer r
    is released right after its own node without an annotation (no attribute can name the node's
    own result); ``dce`` normally removes it first.
 
+Two kinds of storage are released but never handed to another buffer: what a collective call
+(``effect = "collective"``) reads, which the communication may still read until its wait, and
+the results of an extern call that writes an argument in place, which may be that argument's
+own memory (a wait returns the tensor it waited for).
+
 Earlier plan annotations are dropped and planned again, so the pass can run twice. The analysis
 behind it (sizes, lifetimes, peak memory) is :mod:`fir.passes.analysis.liveness`.
 """
@@ -23,9 +28,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fir.ir.graph import AliasNode, Graph, LoopNode, Module, Node, Value
+from fir.ir.graph import AliasNode, Graph, LoopNode, Module, Node, Value, alias_root
 from fir.ir.kernels import Step, steps
 
+from ..analysis.deps import effect_of, mutated_values
 from ..analysis.liveness import (
     PLAN_KEYS,
     footprint,
@@ -109,6 +115,7 @@ def plan_graph(
     args = {id(a) for a in g.args}
     # storages that belong to the caller: arguments, and results written in place over them
     caller_storage = set(args)
+    kept = _never_recycled(g)
     pool: dict[Any, list[Value]] = {}  # reuse key -> values whose storage is free, oldest first
     counts = {"freed": 0, "reused": 0, "inplace": 0}
 
@@ -122,7 +129,8 @@ def plan_graph(
             for n in st.nodes:
                 if id(n.results[0]) in local:
                     continue
-                taken = _pick_inplace(g, st, n, dying, args, inplace_args)
+                candidates = [v for v in dying if id(v) not in kept]
+                taken = _pick_inplace(g, st, n, candidates, args, inplace_args)
                 if taken is not None:
                     writer = n
                     break
@@ -157,10 +165,21 @@ def plan_graph(
             if id(r) not in readers and id(r) not in outputs and id(r) not in local
         ]
         for v in frees + dead:
-            if id(v) not in caller_storage:
+            if id(v) not in caller_storage and id(v) not in kept:
                 owner = v.owner
                 pool.setdefault(reuse_key(g, owner, v.type), []).append(v)
     return counts
+
+
+def _never_recycled(g: Graph) -> set[int]:
+    """``id`` of the values whose storage no other buffer may take over (module docstring)."""
+    out: set[int] = set()
+    for n in g.nodes:
+        if effect_of(n) == "collective" and not mutated_values(n):
+            out.update(id(alias_root(v)) for v in n.operand_values())
+        if mutated_values(n):
+            out.update(id(r) for r in n.results)
+    return out
 
 
 def _pick_inplace(

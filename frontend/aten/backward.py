@@ -1,0 +1,302 @@
+"""The aten ops of backward graphs (what AOTAutograd's backward graph calls), written with FIR
+tensor ops so that they fuse like the forward: activation gradients (``threshold_backward``,
+``gelu_backward`` in both approximations, ``silu_backward``, ``tanh_backward``,
+``sigmoid_backward``), ``native_layer_norm_backward``, ``nll_loss_backward``, the gradients
+of views that place a slice back into zeros (``select_backward``, ``slice_backward``), and
+attention's (``_scaled_dot_product_flash_attention_for_cpu_backward``: the probabilities again
+from the forward's logsumexp, then matmuls).
+``embedding_dense_backward`` is a scatter-add, which FIR has no op for: it is emitted as an
+extern call of the aten op on purpose (a mapping, not a fallback). The softmax gradients
+(``_softmax_backward_data``, ``_log_softmax_backward_data``) and ``native_dropout_backward`` live
+with their forward ops in :mod:`.nn`.
+
+Each composition follows the formula of ATen's CPU kernel, in f32 or f64: f16 and bf16, which
+ATen computes in f32 and rounds once, fall back (:func:`~.common._float_only`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fir.ir.graph import ExternNode, Literal, Value
+from fir.ir.types import TensorType
+
+from ..emitter import Emitter, Fallback, meta_value, tensor_type
+from .common import _arange_i64, _auto, _float_only, _reshape_to, _static_shape, _tensor
+from .registry import register
+
+
+def _operands(em: Emitter, *xs: Any) -> list[Value]:
+    """Tensor operands in the result's (floating) dtype; mixed dtypes fall back."""
+    dtype = _float_only(em)
+    out = [_tensor(x) for x in xs]
+    if any(x.type.dtype != dtype for x in out):
+        raise Fallback("mixed dtypes")
+    return out
+
+
+@register("aten.threshold_backward.default")
+def _threshold_backward(em: Emitter, grad: Any, x: Any, threshold: Any) -> Value:
+    g, x = _operands(em, grad, x)
+    # ATen: x <= threshold ? 0 : grad
+    le = _auto(em, "le", [x, Literal(float(threshold))])
+    return em.op("where", [le, Literal(0.0), g], em.out_type())
+
+
+@register("aten.tanh_backward.default")
+def _tanh_backward(em: Emitter, grad: Any, y: Any) -> Value:
+    g, y = _operands(em, grad, y)
+    # grad * (1 - y * y)
+    one_minus = _auto(em, "sub", [Literal(1.0), _auto(em, "mul", [y, y])])
+    return em.op("mul", [g, one_minus], em.out_type())
+
+
+@register("aten.sigmoid_backward.default")
+def _sigmoid_backward(em: Emitter, grad: Any, y: Any) -> Value:
+    g, y = _operands(em, grad, y)
+    # grad * (1 - y) * y
+    return em.op(
+        "mul", [_auto(em, "mul", [g, _auto(em, "sub", [Literal(1.0), y])]), y], em.out_type()
+    )
+
+
+@register("aten.silu_backward.default")
+def _silu_backward(em: Emitter, grad: Any, x: Any) -> Value:
+    g, x = _operands(em, grad, x)
+    # s = sigmoid(x); grad * s * (1 + x * (1 - s))
+    s = _auto(em, "sigmoid", [x])
+    inner = _auto(
+        em, "add", [Literal(1.0), _auto(em, "mul", [x, _auto(em, "sub", [Literal(1.0), s])])]
+    )
+    return em.op("mul", [_auto(em, "mul", [g, s]), inner], em.out_type())
+
+
+@register("aten.gelu_backward.default")
+def _gelu_backward(em: Emitter, grad: Any, x: Any, approximate: str = "none") -> Value:
+    g, x = _operands(em, grad, x)
+    if approximate == "tanh":
+        # u = sqrt(2/pi) * (x + 0.044715 x^3), t = tanh(u):
+        # d/dx [0.5 x (1 + t)] = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+        k, c = math.sqrt(2.0 / math.pi), 0.044715
+        x2 = _auto(em, "mul", [x, x])
+        x3 = _auto(em, "mul", [x2, x])
+        u = _auto(
+            em, "mul", [_auto(em, "add", [x, _auto(em, "mul", [x3, Literal(c)])]), Literal(k)]
+        )
+        t = _auto(em, "tanh", [u])
+        left = _auto(em, "mul", [x, Literal(0.5)])
+        left_d = _auto(em, "mul", [_auto(em, "add", [t, Literal(1.0)]), Literal(0.5)])
+        one_minus_t2 = _auto(em, "sub", [Literal(1.0), _auto(em, "mul", [t, t])])
+        du = _auto(
+            em,
+            "mul",
+            [_auto(em, "add", [Literal(1.0), _auto(em, "mul", [x2, Literal(3 * c)])]), Literal(k)],
+        )
+        right_d = _auto(em, "mul", [_auto(em, "mul", [left, one_minus_t2]), du])
+        return em.op("mul", [g, _auto(em, "add", [left_d, right_d])], em.out_type())
+    if approximate != "none":
+        raise Fallback(f"approximate={approximate!r}")
+    # cdf = 0.5 (1 + erf(x / sqrt 2)), pdf = exp(-x^2 / 2) / sqrt(2 pi): grad * (cdf + x pdf)
+    erf = _auto(em, "erf", [_auto(em, "mul", [x, Literal(1.0 / math.sqrt(2.0))])])
+    cdf = _auto(em, "mul", [_auto(em, "add", [erf, Literal(1.0)]), Literal(0.5)])
+    e = _auto(em, "exp", [_auto(em, "mul", [_auto(em, "mul", [x, x]), Literal(-0.5)])])
+    pdf = _auto(em, "mul", [e, Literal(1.0 / math.sqrt(2.0 * math.pi))])
+    return em.op("mul", [g, _auto(em, "add", [cdf, _auto(em, "mul", [x, pdf])])], em.out_type())
+
+
+@register("aten.native_layer_norm_backward.default")
+def _layer_norm_backward(
+    em: Emitter,
+    grad: Any,
+    x: Any,
+    normalized_shape: Any,
+    mean: Any,
+    rstd: Any,
+    weight: Any,
+    bias: Any,
+    output_mask: Any,
+) -> list[Value | None]:
+    g, x, mean, rstd = _operands(em, grad, x, mean, rstd)
+    rank, k = x.type.rank, len(normalized_shape)
+    inner = list(range(rank - k, rank))  # the normalized dims
+    outer = list(range(rank - k))
+    n = math.prod(_static_shape(x)[rank - k :])
+    vals = meta_value(em.node)
+    # x_hat = (x - mean) * rstd
+    xhat = _auto(em, "mul", [_auto(em, "sub", [x, mean]), rstd], hint="xhat")
+    gw = g
+    if weight is not None:
+        gw = _auto(em, "mul", [g, _tensor(weight, "weight")], hint="gw")
+    results: list[Value | None] = [None, None, None]
+    if output_mask[0]:
+        # rstd / N * (N * gw - sum(gw) - x_hat * sum(gw * x_hat)), sums over the normalized dims
+        red = {"dims": inner, "keepdim": True}
+        s1 = _auto(em, "sum", [gw], red)
+        s2 = _auto(em, "sum", [_auto(em, "mul", [gw, xhat])], red)
+        t = _auto(em, "sub", [_auto(em, "mul", [gw, Literal(float(n))]), s1])
+        t = _auto(em, "sub", [t, _auto(em, "mul", [xhat, s2])])
+        scale = _auto(em, "mul", [rstd, Literal(1.0 / n)])
+        results[0] = em.op("mul", [scale, t], tensor_type(vals[0]), hint="dx")
+    for j, term in ((1, "dw"), (2, "db")):
+        if not output_mask[j] or not isinstance(vals[j], type(vals[0])):
+            continue
+        what = _auto(em, "mul", [g, xhat]) if j == 1 else g
+        want = tensor_type(vals[j])
+        s = what
+        if outer:
+            s = _auto(em, "sum", [what], {"dims": outer, "keepdim": False}, hint=term)
+        results[j] = _reshape_to(em, s, want.shape, hint=term)
+    return results
+
+
+@register("aten.nll_loss_backward.default")
+def _nll_loss_backward(
+    em: Emitter,
+    grad: Any,
+    x: Any,
+    target: Any,
+    weight: Any,
+    reduction: int,
+    ignore_index: int,
+    total_weight: Any,
+) -> Value:
+    dtype = _float_only(em)
+    g, x, target = _tensor(grad), _tensor(x), _tensor(target, "target")
+    if weight is not None:
+        raise Fallback("class weights")
+    if x.type.rank != 2 or g.type.dtype != dtype:
+        raise Fallback("input is not [N, C]")
+    n, c = _static_shape(x)
+    # grad_input[i, t_i] = -grad (/ total_weight for a mean) where t_i != ignore_index, else 0
+    classes = _reshape_to(em, _arange_i64(em, 0, c), (1, c), hint="cls")
+    tcol = _reshape_to(em, em.cast(target, classes.type.dtype), (n, 1), hint="tcol")
+    hit = _auto(
+        em,
+        "logical_and",
+        [
+            _auto(em, "eq", [classes, tcol]),
+            _auto(em, "ne", [tcol, Literal(int(ignore_index))]),
+        ],
+    )
+    value = _auto(em, "neg", [g])
+    if reduction == 1:  # mean
+        value = _auto(em, "div", [value, _tensor(total_weight, "total_weight")])
+    elif reduction == 0:  # none: one gradient per row
+        value = _reshape_to(em, value, (n, 1), hint="grow")
+    return em.op("where", [hit, value, Literal(0.0)], em.out_type())
+
+
+def _place(em: Emitter, grad: Value, dim: int, low: int, high: int) -> Value:
+    """``grad`` padded with zeros along ``dim``: the gradient of a view that took a slice."""
+    pad = [0, 0] * (grad.type.rank - 1 - dim) + [low, high]
+    return em.op("pad", [grad], em.out_type(), {"pad": pad, "value": 0.0})
+
+
+@register("aten.select_backward.default")
+def _select_backward(em: Emitter, grad: Any, sizes: Any, dim: int, index: Any) -> Value:
+    g = _tensor(grad)
+    out = em.out_type()
+    if not isinstance(index, int) or not all(isinstance(s, int) for s in sizes):
+        raise Fallback("symbolic index or size")
+    d = dim % out.rank
+    size = sizes[d]
+    i = index % size
+    shape = list(out.shape)
+    shape[d] = 1
+    g = em.op("unsqueeze", [g], TensorType(g.type.dtype, tuple(shape)), {"dim": d}, hint="u")
+    return _place(em, g, d, i, size - i - 1)
+
+
+@register("aten.slice_backward.default")
+def _slice_backward(
+    em: Emitter, grad: Any, sizes: Any, dim: int, start: Any, end: Any, step: Any
+) -> Value:
+    g = _tensor(grad)
+    out = em.out_type()
+    if step != 1 or not all(isinstance(v, int) for v in (*sizes, start, end)):
+        raise Fallback("a step other than 1, or symbolic bounds")
+    d = dim % out.rank
+    size = sizes[d]
+    lo = min(max(start + size if start < 0 else start, 0), size)
+    taken = g.type.shape[d]
+    return _place(em, g, d, lo, size - lo - taken)
+
+
+@register("aten.embedding_dense_backward.default")
+def _embedding_dense_backward(
+    em: Emitter,
+    grad: Any,
+    indices: Any,
+    num_weights: int,
+    padding_idx: int,
+    scale_grad_by_freq: bool,
+) -> Value:
+    # A scatter-add (rows of grad summed into the rows its indices name): FIR has no scatter op,
+    # so this stays ATen's kernel, called on purpose as an extern node
+    g, idx = _tensor(grad), _tensor(indices, "indices")
+    if not isinstance(num_weights, int):
+        raise Fallback("symbolic vocabulary size")
+    node = ExternNode(
+        results=[],
+        callee="aten.embedding_dense_backward.default",
+        args=[g, idx, num_weights, int(padding_idx), bool(scale_grad_by_freq)],
+        kwargs={},
+    )
+    node.results = [Value(em.name(), em.out_type(), node, 0)]
+    em.nodes.append(node)
+    return node.results[0]
+
+
+def _swap_last(em: Emitter, x: Value, hint: str) -> Value:
+    shape = list(x.type.shape)
+    shape[-2], shape[-1] = shape[-1], shape[-2]
+    r = x.type.rank
+    attrs = {"dim0": r - 2, "dim1": r - 1}
+    return em.op("transpose", [x], TensorType(x.type.dtype, tuple(shape)), attrs, hint=hint)
+
+
+@register("aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
+def _attention_backward(
+    em: Emitter,
+    grad: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    dropout_p: float,
+    is_causal: bool,
+    attn_mask: Any = None,
+    scale: Any = None,
+) -> list[Value]:
+    g, q, k, v, o, lse = _operands(em, grad, q, k, v, out, lse)
+    if dropout_p:
+        raise Fallback("dropout inside attention")
+    if attn_mask is not None:
+        raise Fallback("attention mask")
+    if q.type.rank != 4 or not isinstance(q.type.shape[-1], int):
+        raise Fallback("query is not [batch, heads, tokens, dim] with a static dim")
+    sc = float(scale) if scale is not None else 1.0 / math.sqrt(q.type.shape[-1])
+    # the forward's probabilities, again from its logsumexp: p = exp(q k^T * scale - lse)
+    s = _auto(em, "mul", [_auto(em, "matmul", [q, _swap_last(em, k, "kt")]), Literal(sc)])
+    if is_causal:
+        n_q, n_k = s.type.shape[-2], s.type.shape[-1]
+        if not isinstance(n_q, int) or not isinstance(n_k, int):
+            raise Fallback("symbolic sequence length")
+        rows = _reshape_to(em, _arange_i64(em, 0, n_q), (n_q, 1), hint="row")
+        cols = _reshape_to(em, _arange_i64(em, 0, n_k), (1, n_k), hint="col")
+        keep = _auto(em, "le", [cols, rows])  # top-left aligned, as ATen's is_causal
+        s = _auto(em, "where", [keep, s, Literal(float("-inf"))])
+    lse4 = _reshape_to(em, lse, (*lse.type.shape, 1), hint="lse")
+    p = _auto(em, "exp", [_auto(em, "sub", [s, lse4])], hint="p")
+    types = [tensor_type(t) for t in meta_value(em.node)]
+    dv = em.op("matmul", [_swap_last(em, p, "pt"), g], types[2], hint="dv")
+    dp = _auto(em, "matmul", [g, _swap_last(em, v, "vt")], hint="dp")
+    # softmax's gradient: p * (dp - sum(grad * out)), the row sum being sum(p * dp)
+    d = _auto(em, "sum", [_auto(em, "mul", [g, o])], {"dims": [3], "keepdim": True}, hint="d")
+    ds = _auto(em, "mul", [p, _auto(em, "sub", [dp, d])], hint="ds")
+    dq = em.op("mul", [_auto(em, "matmul", [ds, k]), Literal(sc)], types[0], hint="dq")
+    dst = _swap_last(em, ds, "dst")
+    dk = em.op("mul", [_auto(em, "matmul", [dst, q]), Literal(sc)], types[1], hint="dk")
+    return [dq, dk, dv]

@@ -1,0 +1,227 @@
+"""Training through ``torch.compile(backend="fir")``: the forward and the backward graph that
+AOTAutograd produces both run as FIR's compiled code, and ``loss.backward()`` gives eager's
+gradients (an MLP, ``nn.TransformerEncoderLayer`` in training mode, a small GPT); dropout in
+training keeps its statistics."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fir.frontend import backend as fir_backend  # noqa: E402
+
+nn = torch.nn
+F = torch.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Any:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class TinyGPT(nn.Module):
+    """Token and learned position embeddings, one causal self-attention block, an MLP, layer
+    norms, an LM head; the forward returns the cross-entropy loss."""
+
+    def __init__(self, vocab: int = 32, dim: int = 32, heads: int = 4, seq: int = 8) -> None:
+        super().__init__()
+        self.heads = heads
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(seq, dim)
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.out = nn.Linear(4 * dim, dim)
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=-1)
+        shape = (b, t, self.heads, -1)
+        q, k, v = (z.reshape(shape).transpose(1, 2) for z in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5)
+        causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
+        att = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, -1)
+        x = x + self.proj(y)
+        x = x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(-1))
+
+
+def _check_gradients(
+    model: nn.Module, loss_of: Callable[[nn.Module], torch.Tensor], **options: Any
+) -> list[Any]:
+    """Gradients of ``loss_of(model)`` through backend="fir" match eager's; returns the graphs
+    FIR compiled."""
+    compiled_model = copy.deepcopy(model)
+    expected = loss_of(model)
+    expected.backward()
+    start = len(fir_backend.COMPILED)
+    compiled = torch.compile(compiled_model, backend="fir", options=options or None)
+    loss = loss_of(compiled)
+    loss.backward()
+    torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-4)
+    for (name, p), q in zip(model.named_parameters(), compiled_model.parameters()):
+        assert q.grad is not None, name
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-4, msg=name)
+    return fir_backend.COMPILED[start:]
+
+
+def _ran_backward(graphs: list[Any]) -> Any:
+    """The backward graph FIR compiled: it has a compiled program and it ran."""
+    backward = [g for g in graphs if g.kind == "backward"]
+    assert backward, [g.kind for g in graphs]
+    g = backward[-1]
+    assert g.program is not None and g.calls >= 1
+    return g
+
+
+def test_mlp_gradients_match_eager() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 32),
+        nn.SiLU(), nn.Linear(32, 32), nn.Sigmoid(), nn.Linear(32, 32), nn.ReLU(),
+        nn.Linear(32, 4),
+    )  # fmt: skip
+    x = torch.randn(8, 16)
+    target = torch.randint(0, 4, (8,))
+    graphs = _check_gradients(model, lambda m: F.cross_entropy(m(x), target))
+    assert [g.kind for g in graphs] == ["forward", "backward"]
+    bw = _ran_backward(graphs)
+    # every activation's gradient is FIR code, not an extern call of ATen's kernel
+    for op in ("gelu", "tanh", "silu", "sigmoid", "threshold"):
+        assert bw.report.imported[f"aten.{op}_backward.default"] == 1, op
+    assert not bw.report.fallbacks, bw.report.reasons
+
+
+def test_transformer_encoder_layer_gradients_match_eager() -> None:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, batch_first=True)
+    layer.train()
+    x = torch.randn(2, 8, 64)
+    graphs = _check_gradients(layer, lambda m: m(x).square().mean())
+    bw = _ran_backward(graphs)
+    assert bw.report.imported["aten.native_layer_norm_backward.default"] == 2
+    assert "aten.threshold_backward.default" in bw.report.imported
+    # attention's gradient too is FIR code (its forward is still ATen's kernel)
+    assert not bw.report.fallbacks, bw.report.reasons
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_attention_gradients_match_eager(is_causal: bool) -> None:
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(16, 48)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).reshape(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=0.3)
+            return y.square().sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    graphs = _check_gradients(Attention(), lambda m: m(x))
+    bw = _ran_backward(graphs)
+    assert (
+        bw.report.imported["aten._scaled_dot_product_flash_attention_for_cpu_backward.default"] == 1
+    )
+
+
+def test_gpt_gradients_match_eager() -> None:
+    torch.manual_seed(0)
+    model = TinyGPT()
+    idx = torch.randint(0, 32, (2, 8))
+    targets = torch.randint(0, 32, (2, 8))
+    graphs = _check_gradients(model, lambda m: m(idx, targets))
+    bw = _ran_backward(graphs)
+    for op in ("embedding_dense_backward", "native_layer_norm_backward", "gelu_backward"):
+        assert bw.report.imported[f"aten.{op}.default"] >= 1, op
+    assert not bw.report.fallbacks, bw.report.reasons
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_gradients_with_ignored_targets(reduction: str) -> None:
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            loss = F.cross_entropy(self.fc(x), target, reduction=reduction)
+            return loss if reduction != "none" else (loss * torch.arange(6.0)).sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 8)
+    target = torch.tensor([0, 4, -100, 2, 2, -100])  # -100: ignored
+    graphs = _check_gradients(Classifier(), lambda m: m(x, target))
+    assert _ran_backward(graphs).report.imported["aten.nll_loss_backward.default"] == 1
+
+
+def test_gelu_backward_exact_matches_eager() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(approximate="none"), nn.Linear(16, 1))
+    x = torch.randn(4, 8) * 3
+    graphs = _check_gradients(model, lambda m: m(x).sum())
+    assert "aten.gelu_backward.default" in _ran_backward(graphs).report.imported
+
+
+def test_dropout_in_training_keeps_its_statistics() -> None:
+    torch.manual_seed(0)
+    p = 0.3
+    x = torch.ones(200_000, requires_grad=True)
+    f = torch.compile(lambda t: F.dropout(t, p, training=True) * 2, backend="fir")
+    y = f(x)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - (1 - p)) < 0.01
+    # kept elements are scaled by 1 / (1 - p), so the mean stays 2
+    assert abs(y.mean().item() - 2.0) < 0.03
+    torch.testing.assert_close(y[y != 0], torch.full_like(y[y != 0], 2 / (1 - p)))
+    y.sum().backward()
+    # the gradient flows through the same mask
+    torch.testing.assert_close(x.grad, torch.where(y != 0, 2 / (1 - p), 0.0))
+    assert x.grad.eq(0).equal(y.eq(0))
+
+
+aten = torch.ops.aten
+_G = torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+_X = torch.randn(4, 6, generator=torch.Generator().manual_seed(2)) * 4
+_X[0, :3] = torch.tensor([0.5, 0.0, -30.0])  # the threshold itself, zero, a saturated input
+BACKWARD_CALLS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+    "threshold": (lambda g, x: aten.threshold_backward(g, x, 0.5), (_G, _X)),
+    "gelu": (lambda g, x: aten.gelu_backward(g, x), (_G, _X)),
+    "gelu_tanh": (lambda g, x: aten.gelu_backward(g, x, approximate="tanh"), (_G, _X)),
+    "silu": (aten.silu_backward, (_G, _X)),
+    "tanh": (aten.tanh_backward, (_G, _X.tanh())),
+    "sigmoid": (aten.sigmoid_backward, (_G, _X.sigmoid())),
+    "select": (lambda g: aten.select_backward(g, [4, 5, 6], 1, -2), (_G,)),
+    "slice": (lambda g: aten.slice_backward(g, [4, 10], 1, -8, 8, 1), (_G,)),
+    "slice_end": (lambda g: aten.slice_backward(g, [4, 9], 1, 3, 2**62, 1), (_G,)),
+    "embedding": (
+        lambda g, i: aten.embedding_dense_backward(g, i, 7, 2, True),
+        (_G, torch.tensor([1, 2, 1, 6])),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARD_CALLS))
+def test_backward_op_matches_eager(name: str) -> None:
+    # the aten op called directly: an inference graph of that op alone
+    fn, args = BACKWARD_CALLS[name]
+    start = len(fir_backend.COMPILED)
+    got = torch.compile(fn, backend="fir", options={"fallback": "never"})(*args)
+    torch.testing.assert_close(got, fn(*args), rtol=1e-5, atol=1e-6)
+    (graph,) = fir_backend.COMPILED[start:]
+    assert graph.program is not None and sum(graph.report.imported.values()) >= 1
