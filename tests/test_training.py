@@ -145,11 +145,14 @@ def test_gpt_gradients_match_eager() -> None:
     model = TinyGPT()
     idx = torch.randint(0, 32, (2, 8))
     targets = torch.randint(0, 32, (2, 8))
-    graphs = _check_gradients(model, lambda m: m(idx, targets))
+    # fallback="never": nothing of the training step runs with PyTorch for lack of a mapping
+    # (attention is a library call by design, nll_loss's total weight is computed by FIR)
+    graphs = _check_gradients(model, lambda m: m(idx, targets), fallback="never")
     bw = _ran_backward(graphs)
     for op in ("embedding_dense_backward", "native_layer_norm_backward", "gelu_backward"):
         assert bw.report.imported[f"aten.{op}.default"] >= 1, op
-    assert not bw.report.fallbacks, bw.report.reasons
+    for g in graphs:
+        assert g.program is not None and not g.report.fallbacks, (g.kind, g.report.reasons)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
