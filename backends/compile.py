@@ -34,8 +34,9 @@ def compile_function(
         return CompiledProgram(plan, build_triton(plan, device, autotune=autotune), device)
     if backend == "llvm":
         from .llvm import build_program as build_llvm
+        from .llvm.render import scratch_rows
 
-        plan = plan_program(g, scratch_rows=lambda _: False)
+        plan = plan_program(g, scratch_rows=scratch_rows)
         return CompiledProgram(plan, build_llvm(plan))
     plan = plan_program(g)
     from .cpp import build_program

@@ -234,14 +234,14 @@ def table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -> str
 
 
 def llvm_table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -> str:
-    """FIR-llvm (issue 13, first slice: libm for the math functions LLVM has no intrinsic for)
-    against Inductor, from the same run."""
+    """FIR-llvm (issue 13) against Inductor, from the same run."""
     lines = [
         "## FIR-llvm (the llvmlite back end)",
         "",
         'The same run, FIR with `options={"backend": "llvm"}`: kernels built as LLVM IR and '
-        "compiled in the process (O3, the host CPU), split over the cores by a thread pool. This "
-        "first slice has no vector math functions (exp, sin ... are libm calls an element).",
+        "compiled in the process (O3, the host CPU), split over the cores by a thread pool; f32 "
+        "math functions are FIR's own vectorisable code (`backends/llvm/vecmath.py`, errors in "
+        "`docs/llvm-math.md`).",
         "",
         "| program | Inductor | FIR-llvm | FIR-llvm / Inductor | FIR-llvm / FIR-cpp | cold compile "
         "FIR-llvm / Inductor |",

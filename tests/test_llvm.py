@@ -1,7 +1,8 @@
 """The llvmlite back end (first slice): every kernel it builds gives the interpreter's results.
 
-The programs are the C++ back end's tests' (``tests/test_cpp_render.py``); kernels run on one
-thread in this slice. Ops the back end does not cover yet (``UNSUPPORTED``) raise a clear
+The programs are the C++ back end's tests' (``tests/test_cpp_render.py``), and programs for the
+layouts this back end chooses (column blocks, tiles, lanes, interchanged loops) above the grain,
+so their loops are split over the threads; the object code cache is tested at the end. Ops the back end does not cover yet (``UNSUPPORTED``) raise a clear
 ``LLVMRenderError``, which the frontend turns into running the graph with PyTorch.
 """
 
@@ -91,10 +92,14 @@ def test_every_elementwise_op(dtype: DType) -> None:
     check(_without_unsupported(text), inputs, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("op", UNSUPPORTED)
-def test_an_op_this_slice_lacks_is_a_clear_error(op: str) -> None:
-    text = f"func @f(%x: f32[8]) -> (f32[8]) {{\n  %y = {op} %x : f32[8]\n  return %y\n}}\n"
-    with pytest.raises(LLVMRenderError, match=f"no '{op}'"):
+def test_an_op_the_back_end_lacks_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every op has an implementation today (UNSUPPORTED is empty): plant one missing
+    from fir.backends.llvm import render
+
+    assert UNSUPPORTED == ()
+    monkeypatch.setattr(render, "UNSUPPORTED", ("exp",))
+    text = "func @f(%x: f32[8]) -> (f32[8]) {\n  %y = exp %x : f32[8]\n  return %y\n}\n"
+    with pytest.raises(LLVMRenderError, match="no 'exp'"):
         compile_text(text)
 
 
@@ -207,3 +212,144 @@ func @f(%x: f32[300, 260], %w: f32[260]) -> (f32[300, 260], f32[300], i64[300]) 
 }"""
     (p,) = check(text, rtol=1e-4, atol=1e-4)
     assert p.kernels.threads >= 1
+
+
+def _optimised(text: str) -> str:
+    (p,) = check(text, rtol=1e-4, atol=1e-4)
+    return str(p.kernels.module)
+
+
+def test_row_reductions_are_vectorised() -> None:
+    # reassociated float sums, NaN-propagating llvm.maximum: one partial result per lane
+    for op in ("sum", "max"):
+        text = f"func @f(%x: f32[64, 512]) -> (f32[64]) {{\n  %s = {op} %x {{dims = [1]}} "
+        text += ": f32[64]\n  return %s\n}\n"
+        optimised = _optimised(text)
+        assert "<8 x float>" in optimised or "<16 x float>" in optimised, op
+
+
+def test_sums_keep_their_order_without_reassociation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIR_LLVM_REASSOC", "0")
+    text = "func @f(%x: f32[64, 512]) -> (f32[64]) {\n  %s = sum %x {dims = [1]} : f32[64]\n"
+    optimised = _optimised(text + "  return %s\n}\n")
+    assert "reassoc" not in optimised and "x float>" not in optimised
+
+
+WIDE_REDUCTIONS = """
+func @f(%x: f32[300, 259]) -> (f32[300, 259], f32[300], i64[300], f32[300], f32[300]) {
+  %y = softmax %x {dim = 1} : f32[300, 259]
+  %s = sum %x {dims = [1]} : f32[300]
+  %a = argmax %x {dim = 1} : i64[300]
+  %m, %m2, %n = welford %x {dims = [1]} : f32[300], f32[300], f32[300]
+  return %y, %s, %a, %m, %m2
+}"""
+
+
+def test_lane_reductions_over_threads_match() -> None:
+    # welford and argmax in lanes (259 = 8 blocks of 32 and a remainder of 3), rows split
+    # over the threads
+    x = torch.randn(300, 259, generator=torch.Generator().manual_seed(3)) * 0.1 + 1
+    x[7, [5, 100, 250]] = 9.0  # ties in different lanes and the remainder
+    x[8, 258] = 9.0
+    x[9, [17, 40]] = math.nan
+    (p,) = check(WIDE_REDUCTIONS, [x], rtol=1e-4, atol=1e-4)
+    assert "<8 x float>" in str(p.kernels.module) or "<16 x float>" in str(p.kernels.module)
+
+
+COLUMNS = """
+func @f(%x: f32[300, 261]) -> (f32[261], f32[300, 261], i64[261], f32[261]) {
+  %s = sum %x {dims = [0]} : f32[261]
+  %y = softmax %x {dim = 0} : f32[300, 261]
+  %a = argmax %x {dim = 0} : i64[261]
+  %m, %m2, %n = welford %x {dims = [0]} : f32[261], f32[261], f32[261]
+  return %s, %y, %a, %m2
+}"""
+
+
+def test_column_reductions_in_blocks_match() -> None:
+    # blocks of outputs with their accumulators side by side (261 columns: a partial block in
+    # each thread's range), values crossing from one pass to the next in block arrays
+    x = torch.randn(300, 261, generator=torch.Generator().manual_seed(5))
+    x[[3, 200], 70] = 5.0
+    x[11, 130] = math.nan
+    check(COLUMNS, [x], rtol=1e-4, atol=1e-4)
+    text = "func @f(%x: f32[256, 512]) -> (f32[512]) {\n  %s = sum %x {dims = [0]} : f32[512]\n"
+    optimised = _optimised(text + "  return %s\n}\n")
+    assert "<8 x float>" in optimised or "<16 x float>" in optimised
+
+
+@pytest.mark.parametrize("shape", [(200, 300), (300, 200), (65, 1000)], ids=str)
+def test_tiled_transposes_match(shape: tuple[int, int]) -> None:
+    r, c = shape
+    text = f"func @f(%x: f32[{r}, {c}], %y: f32[{c}, {r}]) -> (f32[{r}, {c}]) {{\n"
+    text += f"  %t = transpose %y {{dim0 = 0, dim1 = 1}} : f32[{r}, {c}]\n"
+    text += f"  %z = add %x, %t : f32[{r}, {c}]\n  return %z\n}}\n"
+    check(text, rtol=0, atol=0)
+
+
+def test_a_strided_innermost_loop_is_interchanged() -> None:
+    # NCHW batch norm: the plan's innermost loop is the channel (a stride of H*W); the loop
+    # over H*W runs innermost instead, and vectorises
+    text = """
+func @f(%x: f32[4, 16, 32, 32], %w: f32[16], %b: f32[16], %m: f32[16], %v: f32[16])
+    -> (f32[4, 16, 32, 32]) {
+  %y = batch_norm %x, %w, %b, %m, %v {eps = 1e-05} : f32[4, 16, 32, 32]
+  return %y
+}"""
+    (p,) = check(text, rtol=1e-5, atol=1e-5)
+    assert "x float>" in str(p.kernels.module)
+
+
+# ---------------------------------------------------------------------------------------------
+# the object code cache
+
+
+def _build(cache_dir: Path):  # type: ignore[no-untyped-def]
+    from fir.backends.cache import Cache
+    from fir.backends.llvm import build_program
+    from fir.backends.plan import plan_module
+
+    text = cpp.PROGRAMS["softmax"]
+    plan = plan_module(parse_pipeline("fusion").run(parse_module(text, "<test>")))[0]
+    return build_program(plan, Cache("llvm", cache_dir))
+
+
+def _runs(kernels) -> None:  # type: ignore[no-untyped-def]
+    (name,) = kernels.names()
+    x = torch.randn(33, 70)
+    y = torch.empty_like(x)
+    assert kernels.call(name, [x.data_ptr(), y.data_ptr()], []) == (0, 0)
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
+def test_a_second_build_loads_the_cached_object(tmp_path: Path) -> None:
+    from fir.backends.llvm.build import STATS
+
+    before = dict(STATS)
+    _runs(_build(tmp_path))
+    assert STATS["codegen"] == before["codegen"] + 1
+    (entry,) = (tmp_path / "llvm").glob("*.o")
+    _runs(_build(tmp_path))  # no optimisation, no code generation
+    assert STATS["codegen"] == before["codegen"] + 1
+    assert STATS["cache_hits"] == before["cache_hits"] + 1
+    assert list((tmp_path / "llvm").glob("*.o")) == [entry]
+
+
+def test_a_corrupted_object_is_rebuilt(tmp_path: Path) -> None:
+    from fir.backends.llvm.build import STATS
+
+    _build(tmp_path)
+    (entry,) = (tmp_path / "llvm").glob("*.o")
+    good = entry.read_bytes()
+    entry.write_bytes(good[: len(good) // 3] + b"\0" * 64)  # the checksum no longer agrees
+    before = STATS["codegen"]
+    _runs(_build(tmp_path))
+    assert STATS["codegen"] == before + 1 and entry.read_bytes() == good
+
+
+def test_a_read_only_cache_still_builds(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.warns(RuntimeWarning, match="not writable"):
+        kernels = _build(blocker / "cache")
+    _runs(kernels)

@@ -2,20 +2,32 @@
 
 One function per plan, ``i64 NAME(i8** args, i64* sizes, i64* error_value, i64 start, i64
 stop)``: the C++ back end's arguments, and the range of the parallel (outermost pointwise) loop
-this call runs, so that the runtime can split a kernel over threads. The plan's loop nest is written as
-it is: each loop keeps its counter in a stack slot (``alloca`` in the entry block, which
-``mem2reg`` turns into registers), accumulators likewise; LLVM's loop vectoriser then widens the
-innermost loops (a pointwise loop of f32 becomes ``<8 x float>`` on AVX2, ``<16 x float>`` where
-it prefers 512-bit vectors). Float reductions keep their order (no ``reassoc``), so they match
-the interpreter and are not vectorised.
+this call runs, so that the runtime can split a kernel over threads. Each loop keeps its
+counter in a stack slot (``alloca`` in the entry block, which ``mem2reg`` turns into registers),
+accumulators likewise; LLVM's loop vectoriser then widens the innermost loops (a pointwise loop
+of f32 becomes ``<8 x float>`` on AVX2, ``<16 x float>`` where it prefers 512-bit vectors).
 
-This first slice calls libm for the math functions LLVM has
-no intrinsic for; the ops it does not cover raise :class:`LLVMRenderError` (the frontend then
-runs the graph with PyTorch): see ``UNSUPPORTED``.
+The plan's loop nest is written as it is, except where another order of the same iterations
+reads memory better (any order of a pointwise nest is legal; a reduction's own order is kept
+per accumulator, or changed within rounding where said):
+
+* a pointwise nest whose innermost loop stores with a stride runs the contiguous loop innermost;
+* the plan's ``tile`` pair (a transposed read) runs in square tiles;
+* a column reduction (``x.sum(0)``) runs in blocks of outputs, the reduction loop outside a loop
+  over the block, accumulators in block arrays (:meth:`_Kernel.column_reduction`);
+* a float sum or product reassociates (``reassoc nsz``, ``FIR_LLVM_REASSOC``) and max/min are
+  ``llvm.maximum``/``llvm.minimum``, so row reductions vectorise; Welford and argmax, which LLVM
+  cannot vectorise as reductions, run in lanes with a state each (:meth:`_Kernel.row_lanes`).
+
+f32 math functions are FIR's own branch-free code (:mod:`.vecmath`, errors in
+``docs/llvm-math.md``), so loops that call them vectorise; f64 ones are LLVM intrinsics or libm
+calls (digamma and erfinv excepted). An op the back end does not cover would raise
+:class:`LLVMRenderError` (``UNSUPPORTED``, empty today).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +45,6 @@ from fir.backends.plan.instructions import (
     IndexValue,
     Load,
     LoopBegin,
-    LoopEnd,
     Store,
 )
 from fir.ir.dtypes import DType
@@ -41,10 +52,42 @@ from fir.ir.errors import FirError
 from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
 
+from .nest import (
+    Item,
+    Loop,
+    chain,
+    defines,
+    has_loops,
+    loop_tree,
+    stores_contiguous,
+    uses,
+    walk,
+    walks_columns,
+)
+from .vecmath import MATH_F32, MATH_F64
+
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-UNSUPPORTED = ("digamma", "erfinv")
+# fast-math flags on a float sum or product's accumulator update: ``reassoc`` lets the loop
+# vectoriser keep one partial sum per lane (the order of the additions changes, the result
+# within rounding); ``nsz`` lets it start the lanes at +0.0. Never ``nnan``/``ninf``: NaN and
+# infinities propagate as in the interpreter. FIR_LLVM_REASSOC=0 keeps the sequential order.
+REASSOC_FLAGS = ("reassoc", "nsz")
+
+
+def reassociate() -> bool:
+    """Whether float sums and products may be reassociated (``FIR_LLVM_REASSOC``, default 1)."""
+    return os.environ.get("FIR_LLVM_REASSOC", "1") != "0"
+
+
+UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
 DIVISION_BY_ZERO = -1
+COLUMN_BLOCK = 64  # outputs accumulated side by side in a column reduction
+# lanes of a row reduction whose accumulator LLVM does not vectorise: each lane's state goes
+# through memory from block to block, so more lanes hide that latency (layer_norm's kernel on
+# one thread: 16 lanes 1.3x the C++ kernel's time, 32 lanes 1.1x, 64 no better)
+ROW_LANES = 32
+LANE_KINDS = ("welford", "argmax", "argmin")
 
 
 class LLVMRenderError(FirError):
@@ -93,11 +136,18 @@ class _Kernel:
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
             self.bufs[a.name] = self.b.bitcast(raw, storage_type(a.dtype).as_pointer())
             self.dtypes["@" + a.name] = a.dtype
+        for sc in plan.scratch:  # a row kept between passes: on the stack of the calling thread
+            row = self.alloca_b.alloca(ir.ArrayType(storage_type(sc.dtype), sc.elements))
+            self.bufs[sc.name] = self.alloca_b.bitcast(row, storage_type(sc.dtype).as_pointer())
+            self.dtypes["@" + sc.name] = sc.dtype
         self.syms: dict[str, ir.Value] = {}
         for k, s in enumerate(plan.sizes):
             self.syms[s] = self.b.load(self.b.gep(sizes, [ir.Constant(I64, k)]))
-        self.loops: list[tuple[str, Any, Any, Any]] = []
         self.accs: dict[str, tuple[str, DType, list[Any]]] = {}
+        # accumulators of a column block: one array element per output of the block
+        self.lane_accs: dict[str, tuple[str, DType, list[Any]]] = {}
+        self.acc_init: dict[str, list[Any]] = {}
+        self.uniform: dict[str, tuple[Any, Any]] = {}  # welford in lanes: (count, 1 / count)
 
     # -- helpers
 
@@ -178,33 +228,202 @@ class _Kernel:
     # -- instructions
 
     def write(self) -> None:
-        for i in self.plan.instrs:
-            getattr(self, "_" + type(i).__name__.lower())(i)
+        self.items(loop_tree(self.plan.instrs))
         self.b.ret(ir.Constant(I64, 0))
 
-    def _loopbegin(self, i: LoopBegin) -> None:
-        # the parallel loop runs [start, stop) of its range: the runtime splits it over threads
-        first = self.start if i.parallel else ir.Constant(I64, 0)
-        counter = self.slot(I64, first)
-        cond = self.fn.append_basic_block(f"{i.var}.cond")
-        body = self.fn.append_basic_block(f"{i.var}.body")
-        done = self.fn.append_basic_block(f"{i.var}.done")
+    def items(self, items: list[Item]) -> None:
+        for it in items:
+            if isinstance(it, Loop):
+                self.loop(it)
+            else:
+                getattr(self, "_" + type(it).__name__.lower())(it)
+
+    # -- loops
+
+    def loop(self, lp: Loop) -> None:
+        """A loop of the plan; the parallel (outermost pointwise) nest may be interchanged,
+        tiled or run as column blocks (any order of a pointwise nest's loops is legal)."""
+        if lp.begin.reduction and self.row_lanes(lp):
+            return
+        if lp.begin.parallel and not lp.begin.reduction:
+            loops = chain(lp)
+            if has_loops(loops[-1].body):
+                if not self.plan.scratch and self.column_reduction(loops):
+                    return
+            elif self.tiled(loops) or self.interchanged(loops):
+                return
+        self.plain(lp)
+
+    def plain(self, lp: Loop) -> None:
+        h = self.open_loop(lp.var, *self.bounds(lp.begin))
+        self.items(lp.body)
+        self.close_loop(h)
+
+    def bounds(self, lb: LoopBegin) -> tuple[Any, Any]:
+        """The range a loop runs: the parallel loop's is [start, stop) of its size (the runtime
+        splits it over threads)."""
+        end = self.index(lb.size)
+        if not lb.parallel:
+            return ir.Constant(I64, 0), end
+        return self.start, self.smin(self.stop, end)
+
+    def smin(self, a: Any, b: Any) -> Any:
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def open_loop(
+        self, var: str, lo: Any, hi: Any, step: int = 1, unroll: bool = True
+    ) -> tuple[Any, ...]:
+        """``for var = lo; var < hi; var += step``: the builder is left in the body, the
+        counter (a stack slot) is ``syms[var]``; :meth:`close_loop` ends it. ``unroll=False``:
+        LLVM must not unroll it (a loop over lanes of constant length would be unrolled into
+        scalar code before the loop vectoriser sees it)."""
+        counter = self.slot(I64, lo)
+        cond = self.fn.append_basic_block(f"{var}.cond")
+        body = self.fn.append_basic_block(f"{var}.body")
+        done = self.fn.append_basic_block(f"{var}.done")
         self.b.branch(cond)
         self.b.position_at_end(cond)
         v = self.b.load(counter)
-        end = self.index(i.size)
-        if i.parallel:
-            end = self.b.select(self.b.icmp_signed("<", self.stop, end), self.stop, end)
-        self.b.cbranch(self.b.icmp_signed("<", v, end), body, done)
+        self.b.cbranch(self.b.icmp_signed("<", v, hi), body, done)
         self.b.position_at_end(body)
-        self.syms[i.var] = v
-        self.loops.append((i.var, counter, cond, done))
+        self.syms[var] = v
+        return var, counter, cond, done, step, unroll
 
-    def _loopend(self, i: LoopEnd) -> None:
-        var, counter, cond, done = self.loops.pop()
-        self.b.store(self.b.add(self.syms[var], ir.Constant(I64, 1)), counter)
-        self.b.branch(cond)
+    def close_loop(self, h: tuple[Any, ...]) -> None:
+        var, counter, cond, done, step, unroll = h
+        self.b.store(self.b.add(self.syms[var], ir.Constant(I64, step)), counter)
+        latch = self.b.branch(cond)
+        if not unroll:
+            option = self.m.add_metadata([ir.MetaDataString(self.m, "llvm.loop.unroll.disable")])
+            loop_id = self.m.add_metadata([option])
+            loop_id.operands = (loop_id, option)  # a loop ID names itself
+            latch.set_metadata("llvm.loop", loop_id)
         self.b.position_at_end(done)
+
+    def interchanged(self, loops: list[Loop]) -> bool:
+        """A pointwise nest whose innermost loop stores with a stride while another loop
+        stores contiguously: that one runs innermost (NCHW batch norm over channels), so the
+        innermost loop streams and vectorises."""
+        body = loops[-1].body
+        if len(loops) < 2 or stores_contiguous(body, loops[-1].var):
+            return False
+        inner = next((lp for lp in reversed(loops[:-1]) if stores_contiguous(body, lp.var)), None)
+        if inner is None:
+            return False
+        hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in loops if lp is not inner]
+        hs.append(self.open_loop(inner.var, *self.bounds(inner.begin)))
+        self.items(body)
+        for h in reversed(hs):
+            self.close_loop(h)
+        return True
+
+    def tiled(self, loops: list[Loop]) -> bool:
+        """The plan's ``tile`` pair (a transposed read) in square tiles, the loop that stores
+        contiguously innermost: both the strided side and the stores stay in cache. Tiles of
+        128 bytes a side, at least 32 elements: each row of a tile is two cache lines of f32."""
+        if self.plan.tile is None:
+            return False
+        pair = [lp for lp in loops if lp.var in self.plan.tile]
+        if len(pair) != 2:
+            return False
+        body = loops[-1].body
+        a, b = pair if stores_contiguous(body, pair[1].var) else pair[::-1]
+        side = max(32, 128 // min((x.dtype.itemsize for x in self.plan.args), default=4))
+        if any(isinstance(lp.begin.size, int) and lp.begin.size < 2 * side for lp in pair):
+            return False
+        hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in loops if lp not in pair]
+        (alo, ahi), (blo, bhi) = self.bounds(a.begin), self.bounds(b.begin)
+        hs.append(self.open_loop(a.var + ".t", alo, ahi, side))
+        hs.append(self.open_loop(b.var + ".t", blo, bhi, side))
+        at, bt = self.syms[a.var + ".t"], self.syms[b.var + ".t"]
+        side_c = ir.Constant(I64, side)
+        hs.append(self.open_loop(a.var, at, self.smin(self.b.add(at, side_c), ahi)))
+        hs.append(self.open_loop(b.var, bt, self.smin(self.b.add(bt, side_c), bhi)))
+        self.items(body)
+        for h in reversed(hs):
+            self.close_loop(h)
+        return True
+
+    def column_reduction(self, loops: list[Loop]) -> bool:
+        """A reduction whose loads are contiguous along the innermost pointwise loop and
+        strided along the reduction loop (``x.sum(0)``): that loop runs in blocks of
+        ``COLUMN_BLOCK`` outputs; for each block the reduction loops run outside a loop over the
+        block's outputs, each with its accumulators in a stack array, so the inner loop reads
+        memory in order and vectorises (no loop-carried dependency). Values made once per
+        output and read by a later pass cross in per-block arrays too."""
+        inner = loops[-1]
+        reductions = [it for it in inner.body if isinstance(it, Loop)]
+        if isinstance(inner.begin.size, int) and inner.begin.size < 8:
+            return False
+        if not walks_columns(inner.var, reductions):
+            return False
+        segments: list[list[Item]] = []
+        for it in inner.body:
+            if isinstance(it, Loop) or not segments or isinstance(segments[-1][-1], Loop):
+                segments.append([it])
+            else:
+                segments[-1].append(it)
+        made: dict[str, int] = {}
+        crossing: set[str] = set()
+        for k, seg in enumerate(segments):
+            for i in walk(seg):
+                crossing |= {u for u in uses(i) if u in made and made[u] != k}
+                if not isinstance(seg[0], Loop):
+                    made.update((d, k) for d in defines(i))
+        if any(isinstance(i, CheckIndex) and i.symbol in crossing for i in walk(inner.body)):
+            return False
+        hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in loops[:-1]]
+        lo, hi = self.bounds(inner.begin)
+        hs.append(self.open_loop(inner.var + ".c", lo, hi, COLUMN_BLOCK))
+        xb = self.syms[inner.var + ".c"]
+        n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(hi, xb))
+        for i in walk(inner.body):
+            if isinstance(i, AccInit):
+                kind, start = self.acc_start(i)
+                arrays = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
+                self.lane_accs[i.acc] = (kind, i.dtype, arrays)
+        arrays: dict[str, Any] = {}
+        for seg in segments:
+            if isinstance(seg[0], Loop):
+                ch = chain(seg[0])
+                inner_hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in ch]
+                self.lane_loop(inner.var, xb, n, ch[-1].body, crossing, arrays)
+                for h in reversed(inner_hs):
+                    self.close_loop(h)
+            else:
+                self.lane_loop(inner.var, xb, n, seg, crossing, arrays)
+        for h in reversed(hs):
+            self.close_loop(h)
+        self.lane_accs.clear()
+        return True
+
+    def lane_loop(
+        self,
+        var: str,
+        xb: Any,
+        n: Any,
+        items: list[Item],
+        crossing: set[str],
+        arrays: dict[str, Any],
+    ) -> None:
+        """``for l < n: var = xb + l`` over ``items``, each accumulator and crossing value
+        element ``l`` of its block array."""
+        b = self.b
+        h = self.open_loop(var + ".l", ir.Constant(I64, 0), n)
+        lane = self.syms[var + ".l"]
+        self.syms[var] = b.add(xb, lane)
+        zero = ir.Constant(I32, 0)
+        for acc, (kind, dtype, arrs) in self.lane_accs.items():
+            self.accs[acc] = (kind, dtype, [b.gep(a, [zero, lane]) for a in arrs])
+        for name, arr in arrays.items():
+            self.vals[name] = b.load(b.gep(arr, [zero, lane]))
+        self.items(items)
+        for name in sorted({d for i in walk(items) for d in defines(i)} & crossing):
+            v = self.vals[name]
+            if name not in arrays:
+                arrays[name] = self.alloca_b.alloca(ir.ArrayType(v.type, COLUMN_BLOCK))
+            b.store(v, b.gep(arrays[name], [zero, lane]))
+        self.close_loop(h)
 
     def _load(self, i: Load) -> None:
         b = self.b
@@ -337,6 +556,8 @@ class _Kernel:
 
     def float_op(self, op: str, a: list[Any], ty: ir.Type) -> Any:
         b = self.b
+        if op in MATH_F32 and (ty == F32 or op in MATH_F64):
+            return MATH_F32[op](b, a[0])  # branch-free IR: the loop vectoriser widens it
         one, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)
         simple: dict[str, Callable[[], Any]] = {
             "add": lambda: b.fadd(*a),
@@ -501,6 +722,17 @@ class _Kernel:
     # -- accumulators
 
     def _accinit(self, i: AccInit) -> None:
+        kind, init = self.acc_start(i)
+        if i.acc in self.lane_accs:  # a column block's: this output's element of its arrays
+            for c, p in zip(init, self.accs[i.acc][2]):
+                self.b.store(c, p)
+            return
+        slots = [self.slot(c.type, c) for c in init]
+        self.accs[i.acc] = (kind, i.dtype, slots)
+        self.acc_init[i.acc] = init
+
+    def acc_start(self, i: AccInit) -> tuple[str, list[Any]]:
+        """An accumulator's kind and the initial value of each of its components."""
         vt = value_type(i.dtype)
         if i.kind in ("sum", "prod"):
             t = (F64 if i.dtype is DType.F64 else F32) if i.dtype.is_float else I64
@@ -526,8 +758,7 @@ class _Kernel:
             init = [ir.Constant(t, 0.0)] * 3
         else:
             raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'")
-        slots = [self.slot(c.type, c) for c in init]
-        self.accs[i.acc] = (i.kind, i.dtype, slots)
+        return i.kind, init
 
     def _accumulate(self, i: Accumulate) -> None:
         b = self.b
@@ -542,11 +773,17 @@ class _Kernel:
             )
             if t in (F32, F64):
                 out = b.fadd(s, w) if kind == "sum" else b.fmul(s, w)
+                out.flags.extend(REASSOC_FLAGS if reassociate() else ())
             else:
                 out = b.add(s, w) if kind == "sum" else b.mul(s, w)
             b.store(out, slots[0])
         elif kind == "any":
             b.store(b.or_(s, self.convert(v, src, DType.BOOL)), slots[0])
+        elif kind in ("max", "min") and dtype.is_float:
+            # llvm.maximum/minimum propagate NaN like torch and are associative as they are,
+            # so the loop vectoriser takes them as a reduction without fast-math flags
+            name = "llvm.maximum" if kind == "max" else "llvm.minimum"
+            b.store(self.intrinsic(name, s.type, [s, v]), slots[0])
         elif kind in ("max", "min"):
             b.store(
                 self.op("maximum" if kind == "max" else "minimum", [s, v], dtype, dtype), slots[0]
@@ -567,12 +804,127 @@ class _Kernel:
         else:  # welford
             t = s.type
             x = self.convert(v, src, DType.F64 if t == F64 else DType.F32)
-            n = b.fadd(b.load(slots[2]), ir.Constant(t, 1.0))
             d = b.fsub(x, s)
-            mean = b.fadd(s, b.fdiv(d, n))
+            if i.acc in self.uniform:  # a lane of a block: the count is the block's
+                n, inv = self.uniform[i.acc]
+                mean = b.fadd(s, b.fmul(d, inv))
+            else:
+                n = b.fadd(b.load(slots[2]), ir.Constant(t, 1.0))
+                mean = b.fadd(s, b.fdiv(d, n))
             b.store(mean, slots[0])
             b.store(b.fadd(b.load(slots[1]), b.fmul(d, b.fsub(x, mean))), slots[1])
             b.store(n, slots[2])
+
+    def row_lanes(self, lp: Loop) -> bool:
+        """An innermost reduction loop with an accumulator LLVM cannot vectorise as a reduction
+        (Welford's divides by the running count, argmax carries an index): ``ROW_LANES``
+        elements at a time, each lane with its own state in a stack array, so the loop over
+        the lanes has no loop-carried dependency and vectorises; the remainder updates the
+        scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
+        accs = sorted({i.acc for i in lp.body if isinstance(i, Accumulate)})
+        if has_loops(lp.body) or not any(self.accs[a][0] in LANE_KINDS for a in accs):
+            return False
+        b = self.b
+        zero, width = ir.Constant(I32, 0), ir.Constant(I64, ROW_LANES)
+        scalar = {a: self.accs[a] for a in accs}
+        arrays: dict[str, list[Any]] = {}
+        for a in accs:
+            arrays[a] = []
+            for c in self.acc_init[a]:
+                arr = self.alloca_b.alloca(ir.ArrayType(c.type, ROW_LANES))
+                for k in range(ROW_LANES):
+                    b.store(c, b.gep(arr, [zero, ir.Constant(I32, k)]))
+                arrays[a].append(arr)
+        size = self.index(lp.begin.size)
+        # blocks while vb + ROW_LANES <= size, then the remainder from where they stopped
+        last = b.sub(size, ir.Constant(I64, ROW_LANES - 1))
+        blocks = self.open_loop(lp.var + ".v", ir.Constant(I64, 0), last, ROW_LANES)
+        vb = self.syms[lp.var + ".v"]
+        # every lane has seen the same number of elements: Welford's count, and the reciprocal
+        # its update multiplies by, once per block instead of a division per element
+        for a in accs:
+            if scalar[a][0] == "welford":
+                t = self.acc_init[a][0].type
+                n = b.sitofp(b.add(b.sdiv(vb, width), ir.Constant(I64, 1)), t)
+                self.uniform[a] = (n, b.fdiv(ir.Constant(t, 1.0), n))
+        lanes = self.open_loop(lp.var + ".l", ir.Constant(I64, 0), width, unroll=False)
+        lane = self.syms[lp.var + ".l"]
+        self.syms[lp.var] = b.add(vb, lane)
+        for a in accs:
+            kind, dtype, _ = scalar[a]
+            self.accs[a] = (kind, dtype, [b.gep(arr, [zero, lane]) for arr in arrays[a]])
+        self.items(lp.body)
+        self.close_loop(lanes)
+        self.close_loop(blocks)
+        self.accs.update(scalar)
+        self.uniform.clear()
+        rest = self.open_loop(lp.var, b.load(blocks[1]), size)
+        self.items(lp.body)
+        self.close_loop(rest)
+        for a in accs:
+            # the lanes pairwise (a tree: 5 dependent merges, not 32), then into the state
+            kind, dtype, slots = scalar[a]
+            lanes_ = [
+                [b.load(b.gep(arr, [zero, ir.Constant(I32, k)])) for arr in arrays[a]]
+                for k in range(ROW_LANES)
+            ]
+            while len(lanes_) > 1:
+                lanes_ = [
+                    self.combine(kind, dtype, lanes_[k], lanes_[k + 1])
+                    for k in range(0, len(lanes_), 2)
+                ]
+            merged = self.combine(kind, dtype, [b.load(x) for x in slots], lanes_[0])
+            for slot, v in zip(slots, merged):
+                b.store(v, slot)
+        self.accs.update(scalar)
+        return True
+
+    def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
+        """Two states of an accumulator (their components) merged into one; for argmax the
+        smaller index wins a tie, whichever state it comes from."""
+        b = self.b
+        s, t = cur[0], other[0]
+        if kind in ("sum", "prod"):
+            if s.type in (F32, F64):
+                out = [b.fadd(s, t) if kind == "sum" else b.fmul(s, t)]
+            else:
+                out = [b.add(s, t) if kind == "sum" else b.mul(s, t)]
+        elif kind == "any":
+            out = [b.or_(s, t)]
+        elif kind in ("max", "min") and dtype.is_float:
+            name = "llvm.maximum" if kind == "max" else "llvm.minimum"
+            out = [self.intrinsic(name, s.type, [s, t])]
+        elif kind in ("max", "min"):
+            out = [self.op("maximum" if kind == "max" else "minimum", [s, t], dtype, dtype)]
+        elif kind in ("argmax", "argmin"):
+            si, ti = cur[1], other[1]
+            op = ">" if kind == "argmax" else "<"
+            if dtype.is_float:
+                t_nan, s_nan = b.fcmp_unordered("uno", t, t), b.fcmp_unordered("uno", s, s)
+                better = b.or_(b.fcmp_ordered(op, t, s), b.and_(t_nan, b.not_(s_nan)))
+                tie = b.or_(b.fcmp_ordered("==", t, s), b.and_(t_nan, s_nan))
+            else:
+                unsigned = dtype is DType.U8 or dtype.is_bool
+                cmp = b.icmp_unsigned if unsigned else b.icmp_signed
+                better, tie = cmp(op, t, s), cmp("==", t, s)
+            first = b.and_(tie, b.icmp_signed("<", ti, si))
+            none = ir.Constant(I64, 0)
+            take = b.and_(
+                b.icmp_signed(">=", ti, none),
+                b.or_(b.icmp_signed("<", si, none), b.or_(better, first)),
+            )
+            out = [b.select(take, t, s), b.select(take, ti, si)]
+        else:  # welford: Chan's merge of (mean, m2, count)
+            (ma, m2a, na), (mb, m2b, nb) = cur, other
+            n = b.fadd(na, nb)
+            ty = n.type
+            safe = b.select(b.fcmp_ordered("==", n, ir.Constant(ty, 0.0)), ir.Constant(ty, 1.0), n)
+            d = b.fsub(mb, ma)
+            mean = b.fadd(ma, b.fmul(d, b.fdiv(nb, safe)))
+            m2 = b.fadd(b.fadd(m2a, m2b), b.fmul(b.fmul(d, d), b.fdiv(b.fmul(na, nb), safe)))
+            empty = b.fcmp_ordered("==", nb, ir.Constant(ty, 0.0))
+            out = [b.select(empty, ma, mean), b.select(empty, m2a, m2), n]
+        return out
 
     def _accresult(self, i: AccResult) -> None:
         kind, dtype, slots = self.accs[i.acc]
@@ -584,6 +936,19 @@ class _Kernel:
                 v = self.convert(v, _dtype_of(v.type, dt), dt)
             self.vals[dst] = v
             self.dtypes[dst] = dt
+
+
+def scratch_rows(plan: KernelPlan) -> bool:
+    """Whether the planner may keep scratch rows for this kernel (asked with its plan without
+    them): not for a column reduction, which accumulates a block of outputs side by side and
+    keeps no row."""
+    for top in loop_tree(plan.instrs):
+        if isinstance(top, Loop) and top.begin.parallel and not top.begin.reduction:
+            inner = chain(top)[-1]
+            reductions = [it for it in inner.body if isinstance(it, Loop)]
+            if reductions and walks_columns(inner.var, reductions):
+                return False
+    return True
 
 
 def _dtype_of(ty: ir.Type, fallback: DType) -> DType:

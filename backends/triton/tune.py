@@ -41,7 +41,9 @@ def tuning_key(kernels: Any, name: str, sizes: Sequence[int]) -> str:
     position = kernels.order.index(name)
     k = kernels.plan.kernels()[position]
     source, _, _ = render_kernel(k, None, position, shared_storage(kernels.plan, k))
-    return cache_key(source, repr(list(sizes)), _device_name(kernels.device), str(triton.__version__))
+    return cache_key(
+        source, repr(list(sizes)), _device_name(kernels.device), str(triton.__version__)
+    )
 
 
 def _load(cache: Cache, entry: str) -> Config | None:
