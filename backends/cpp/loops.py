@@ -39,24 +39,20 @@ never an ``omp simd`` loop, and nothing returns from inside a parallel region.
 from __future__ import annotations
 
 from fir.backends.plan.instructions import AccInit, Load, Store
-from fir.ir.types import Dim, dims_mul
-
-from .emit import Acc, Emitter
-from .nest import (
+from fir.backends.plan.loop_tree import (
     Item,
     Loop,
-    can_fail,
     chain,
-    contiguous,
-    defines,
-    f16_blocks,
+    column_segments,
     has_loops,
-    hoist,
-    positive,
     uses,
     walk,
     walks_columns,
 )
+from fir.ir.types import Dim, dims_mul
+
+from .emit import Acc, Emitter
+from .nest import can_fail, contiguous, f16_blocks, hoist, positive
 from .ops import CTYPE
 
 GRAIN = 32768  # element-iterations below which a kernel runs on one thread
@@ -457,20 +453,8 @@ class KernelWriter(Emitter):
         return True
 
     def column_block(self, inner: Loop) -> None:
-        segments: list[list[Item]] = []
-        for it in inner.body:
-            if isinstance(it, Loop) or not segments or isinstance(segments[-1][-1], Loop):
-                segments.append([it])
-            else:
-                segments[-1].append(it)
         # values made once per output and read in a later segment live in per-block arrays
-        made: dict[str, int] = {}
-        crossing: set[str] = set()
-        for k, seg in enumerate(segments):
-            for i in walk(seg):
-                crossing |= {u for u in uses(i) if u in made and made[u] != k}
-                if not isinstance(seg[0], Loop):
-                    made.update((d, k) for d in defines(i))
+        segments, made, crossing = column_segments(inner)
         for name in sorted(crossing):
             self.emit(f"{CTYPE[self.dtypes[name]]} {self.ref(name)}[{BLOCK}];")
             self.refs[name] = f"{self.ref(name)}[l]"

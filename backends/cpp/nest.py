@@ -7,23 +7,19 @@ its output dimension (then the loops are interchanged).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
 from fir.backends.plan.instructions import (
-    AccResult,
-    Accumulate,
     CheckIndex,
     Compute,
     Constant,
     IndexValue,
     Instr,
     Load,
-    LoopBegin,
-    LoopEnd,
     Store,
 )
+from fir.backends.plan.loop_tree import Item, Loop, defines, uses, walk
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 from fir.ir.types import Dim
@@ -32,97 +28,10 @@ from .cexpr import stride
 from .ops import DIVIDES
 
 
-@dataclass
-class Loop:
-    var: str
-    size: Dim
-    reduction: bool
-    body: list[Item] = field(default_factory=list)
-
-
-Item = Instr | Loop
-
-
-def loop_tree(instrs: list[Instr]) -> list[Item]:
-    """Nest the flat list: every ``loop``…``end`` pair becomes a :class:`Loop`."""
-    root: list[Item] = []
-    stack: list[list[Item]] = [root]
-    for i in instrs:
-        if isinstance(i, LoopBegin):
-            lp = Loop(i.var, i.size, i.reduction)
-            stack[-1].append(lp)
-            stack.append(lp.body)
-        elif isinstance(i, LoopEnd):
-            stack.pop()
-        else:
-            stack[-1].append(i)
-    if len(stack) != 1:
-        raise ValueError("unbalanced loop/end in a kernel plan")
-    return root
-
-
-def walk(items: list[Item]) -> list[Instr]:
-    """Every instruction under ``items``, loops flattened, in order."""
-    out: list[Instr] = []
-    for it in items:
-        if isinstance(it, Loop):
-            out += walk(it.body)
-        else:
-            out.append(it)
-    return out
-
-
-def chain(lp: Loop) -> list[Loop]:
-    """``lp`` and the loops perfectly nested in it (each the only item of its parent), of the
-    same kind (pointwise or reduction)."""
-    out = [lp]
-    while (
-        len(out[-1].body) == 1
-        and isinstance(out[-1].body[0], Loop)
-        and out[-1].body[0].reduction == lp.reduction
-    ):
-        out.append(out[-1].body[0])
-    return out
-
-
-def has_loops(items: list[Item]) -> bool:
-    return any(isinstance(it, Loop) for it in items)
-
-
 def positive(size: Dim) -> bool:
     if isinstance(size, int):
         return size > 0
     return bool(sympy.sympify(size).is_positive)
-
-
-def defines(i: Instr) -> tuple[str, ...]:
-    if isinstance(i, (Load, Compute, Constant, IndexValue)):
-        return (i.dst,)
-    if isinstance(i, CheckIndex):
-        return (i.symbol,)
-    if isinstance(i, AccResult):
-        return i.dsts
-    return ()
-
-
-def uses(i: Instr) -> set[str]:
-    """Value names (and indirect symbols) an instruction reads."""
-    out: set[str] = set()
-    for attr in ("index", "rindex"):
-        e = getattr(i, attr, None)
-        if e is not None and not isinstance(e, int):
-            out |= {s.name for s in e.free_symbols}
-    if isinstance(i, Load) and i.mask is not None:
-        out.add(i.mask)
-    if isinstance(i, Compute):
-        out |= {a for a in i.args if isinstance(a, str)}
-    if isinstance(i, CheckIndex):
-        out.add(i.src)
-    if isinstance(i, (Accumulate, Store)) and isinstance(i.value, str):
-        out.add(i.value)
-    if isinstance(i, AccResult):
-        out.add(i.acc)
-    return out
 
 
 def can_fail(i: Instr, int_operands: set[str]) -> bool:
@@ -207,24 +116,6 @@ def f16_blocks(items: list[Item], var: str) -> tuple[list[Load], list[Store]]:
         and _step(i.index, v) == 1
     ]
     return loads, stores
-
-
-def walks_columns(x: str, reductions: list[Loop]) -> bool:
-    """Whether the loads of these reduction loops are contiguous in the pointwise variable ``x``
-    and strided in the innermost reduction variable (``x.sum(0)``): then accumulating a block of
-    outputs side by side reads memory in order."""
-    v = sympy.Symbol(x, integer=True, nonnegative=True)
-    score = 0
-    for lp in reductions:
-        inner = chain(lp)[-1]
-        r = sympy.Symbol(inner.var, integer=True, nonnegative=True)
-        for i in walk(lp.body):
-            if isinstance(i, Load):
-                if _step(i.index, r) == 1:
-                    score -= 1
-                elif _step(i.index, v) == 1:
-                    score += 1
-    return score > 0
 
 
 def _step(index: Any, v: sympy.Symbol) -> Any:

@@ -14,12 +14,12 @@ written (threads, lanes, interchange, tiles) is :mod:`.loops`.
 from __future__ import annotations
 
 from fir.backends.plan.kernel import KernelPlan
+from fir.backends.plan.loop_tree import loop_tree
 from fir.backends.plan.program import ProgramPlan, shared_storage
 from fir.ir.types import dim_str
 
 from .emit import DIVISION_BY_ZERO, RESERVED
 from .loops import KernelWriter
-from .nest import loop_tree
 from .ops import STORAGE
 from .prelude import PRELUDE
 

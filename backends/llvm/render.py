@@ -47,23 +47,23 @@ from fir.backends.plan.instructions import (
     LoopBegin,
     Store,
 )
+from fir.backends.plan.loop_tree import (
+    Item,
+    Loop,
+    chain,
+    column_segments,
+    defines,
+    has_loops,
+    loop_tree,
+    walk,
+    walks_columns,
+)
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
 
-from .nest import (
-    Item,
-    Loop,
-    chain,
-    defines,
-    has_loops,
-    loop_tree,
-    stores_contiguous,
-    uses,
-    walk,
-    walks_columns,
-)
+from .nest import stores_contiguous
 from .vecmath import MATH_F32, MATH_F64
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
@@ -243,9 +243,9 @@ class _Kernel:
     def loop(self, lp: Loop) -> None:
         """A loop of the plan; the parallel (outermost pointwise) nest may be interchanged,
         tiled or run as column blocks (any order of a pointwise nest's loops is legal)."""
-        if lp.begin.reduction and self.row_lanes(lp):
+        if lp.reduction and self.row_lanes(lp):
             return
-        if lp.begin.parallel and not lp.begin.reduction:
+        if lp.parallel and not lp.reduction:
             loops = chain(lp)
             if has_loops(loops[-1].body):
                 if not self.plan.scratch and self.column_reduction(loops):
@@ -255,7 +255,7 @@ class _Kernel:
         self.plain(lp)
 
     def plain(self, lp: Loop) -> None:
-        h = self.open_loop(lp.var, *self.bounds(lp.begin))
+        h = self.open_loop(lp.var, *self.bounds(lp))
         self.items(lp.body)
         self.close_loop(h)
 
@@ -310,8 +310,8 @@ class _Kernel:
         inner = next((lp for lp in reversed(loops[:-1]) if stores_contiguous(body, lp.var)), None)
         if inner is None:
             return False
-        hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in loops if lp is not inner]
-        hs.append(self.open_loop(inner.var, *self.bounds(inner.begin)))
+        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp is not inner]
+        hs.append(self.open_loop(inner.var, *self.bounds(inner)))
         self.items(body)
         for h in reversed(hs):
             self.close_loop(h)
@@ -329,10 +329,10 @@ class _Kernel:
         body = loops[-1].body
         a, b = pair if stores_contiguous(body, pair[1].var) else pair[::-1]
         side = max(32, 128 // min((x.dtype.itemsize for x in self.plan.args), default=4))
-        if any(isinstance(lp.begin.size, int) and lp.begin.size < 2 * side for lp in pair):
+        if any(isinstance(lp.size, int) and lp.size < 2 * side for lp in pair):
             return False
-        hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in loops if lp not in pair]
-        (alo, ahi), (blo, bhi) = self.bounds(a.begin), self.bounds(b.begin)
+        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp not in pair]
+        (alo, ahi), (blo, bhi) = self.bounds(a), self.bounds(b)
         hs.append(self.open_loop(a.var + ".t", alo, ahi, side))
         hs.append(self.open_loop(b.var + ".t", blo, bhi, side))
         at, bt = self.syms[a.var + ".t"], self.syms[b.var + ".t"]
@@ -353,27 +353,15 @@ class _Kernel:
         output and read by a later pass cross in per-block arrays too."""
         inner = loops[-1]
         reductions = [it for it in inner.body if isinstance(it, Loop)]
-        if isinstance(inner.begin.size, int) and inner.begin.size < 8:
+        if isinstance(inner.size, int) and inner.size < 8:
             return False
         if not walks_columns(inner.var, reductions):
             return False
-        segments: list[list[Item]] = []
-        for it in inner.body:
-            if isinstance(it, Loop) or not segments or isinstance(segments[-1][-1], Loop):
-                segments.append([it])
-            else:
-                segments[-1].append(it)
-        made: dict[str, int] = {}
-        crossing: set[str] = set()
-        for k, seg in enumerate(segments):
-            for i in walk(seg):
-                crossing |= {u for u in uses(i) if u in made and made[u] != k}
-                if not isinstance(seg[0], Loop):
-                    made.update((d, k) for d in defines(i))
+        segments, _, crossing = column_segments(inner)
         if any(isinstance(i, CheckIndex) and i.symbol in crossing for i in walk(inner.body)):
             return False
-        hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in loops[:-1]]
-        lo, hi = self.bounds(inner.begin)
+        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops[:-1]]
+        lo, hi = self.bounds(inner)
         hs.append(self.open_loop(inner.var + ".c", lo, hi, COLUMN_BLOCK))
         xb = self.syms[inner.var + ".c"]
         n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(hi, xb))
@@ -386,7 +374,7 @@ class _Kernel:
         for seg in segments:
             if isinstance(seg[0], Loop):
                 ch = chain(seg[0])
-                inner_hs = [self.open_loop(lp.var, *self.bounds(lp.begin)) for lp in ch]
+                inner_hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in ch]
                 self.lane_loop(inner.var, xb, n, ch[-1].body, crossing, arrays)
                 for h in reversed(inner_hs):
                     self.close_loop(h)
@@ -835,7 +823,7 @@ class _Kernel:
                 for k in range(ROW_LANES):
                     b.store(c, b.gep(arr, [zero, ir.Constant(I32, k)]))
                 arrays[a].append(arr)
-        size = self.index(lp.begin.size)
+        size = self.index(lp.size)
         # blocks while vb + ROW_LANES <= size, then the remainder from where they stopped
         last = b.sub(size, ir.Constant(I64, ROW_LANES - 1))
         blocks = self.open_loop(lp.var + ".v", ir.Constant(I64, 0), last, ROW_LANES)
@@ -943,7 +931,7 @@ def scratch_rows(plan: KernelPlan) -> bool:
     them): not for a column reduction, which accumulates a block of outputs side by side and
     keeps no row."""
     for top in loop_tree(plan.instrs):
-        if isinstance(top, Loop) and top.begin.parallel and not top.begin.reduction:
+        if isinstance(top, Loop) and top.parallel and not top.reduction:
             inner = chain(top)[-1]
             reductions = [it for it in inner.body if isinstance(it, Loop)]
             if reductions and walks_columns(inner.var, reductions):
