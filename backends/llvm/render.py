@@ -27,6 +27,7 @@ calls (digamma and erfinv excepted). An op the back end does not cover would rai
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -64,7 +65,7 @@ from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .nest import stores_contiguous
-from .vecmath import MATH_F32, MATH_F64
+from .vecmath import MATH_F32, MATH_F32_BOUNDED, MATH_F64, TRIG_BOUND
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -131,6 +132,9 @@ class _Kernel:
         self.b = ir.IRBuilder(body)
         self.vals: dict[str, ir.Value] = {}
         self.dtypes: dict[str, DType] = {}
+        # a bound on |value| where the ops that made it give one (sin of anything is at most
+        # 1): lets sin/cos of such a value skip the full-range reduction (see _magnitude)
+        self.magnitude: dict[str, float] = {}
         self.bufs: dict[str, ir.Value] = {}
         for k, a in enumerate(plan.args):
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
@@ -459,6 +463,9 @@ class _Kernel:
     def _constant(self, i: Constant) -> None:
         self.vals[i.dst] = self.const(i.value.value, i.dtype)
         self.dtypes[i.dst] = i.dtype
+        m = self._bound(i.value)
+        if m < math.inf:
+            self.magnitude[i.dst] = m
 
     def _indexvalue(self, i: IndexValue) -> None:
         self.vals[i.dst] = self.convert(self.index(i.index), DType.I64, i.dtype)
@@ -515,11 +522,50 @@ class _Kernel:
             self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
             for k, a in enumerate(i.args)
         ]
+        bounded = MATH_F32_BOUNDED.get(i.op)
         if i.op == "cast":
             self.vals[i.dst] = self.convert(args[0], src, i.dtype)
+        elif (
+            bounded is not None and value_type(src) == F32 and self._bound(i.args[0]) <= TRIG_BOUND
+        ):
+            self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src, i.dtype)
         self.dtypes[i.dst] = i.dtype
+        m = self._magnitude(i)
+        if m < math.inf:
+            self.magnitude[i.dst] = m
+
+    def _bound(self, a: Any) -> float:
+        """A bound on ``|a|`` (inf where none is known; NaN never counts against one)."""
+        if isinstance(a, Literal):
+            v = a.value
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                return math.inf
+            return abs(float(v)) if math.isfinite(float(v)) else math.inf
+        return self.magnitude.get(a, math.inf) if isinstance(a, str) else math.inf
+
+    def _magnitude(self, i: Compute) -> float:
+        """A bound on ``|i|``'s result from its operands' bounds, where the op gives one
+        (interval arithmetic on magnitudes; inf otherwise)."""
+        if not i.dtype.is_float:
+            return math.inf
+        m = [self._bound(a) for a in i.args]
+        if i.op in ("sin", "cos", "tanh", "erf", "sigmoid"):
+            return 1.0
+        if i.op in ("relu", "abs", "neg") and m:
+            return m[0]
+        if i.op in ("add", "sub") and len(m) == 2:
+            return m[0] + m[1]
+        if i.op == "mul" and len(m) == 2:
+            return m[0] * m[1]
+        if i.op in ("maximum", "minimum") and len(m) == 2:
+            return max(m)
+        if i.op == "where" and len(m) == 3:
+            return max(m[1], m[2])
+        if i.op == "cast" and m:
+            return m[0] * (1 + 2**-7)  # rounding to a narrower float may round up
+        return math.inf
 
     def op(self, op: str, a: list[Any], src: DType, dst: DType) -> Any:
         b = self.b

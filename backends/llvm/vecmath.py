@@ -633,6 +633,36 @@ def _sin_cos(b: ir.IRBuilder, x: ir.Value) -> tuple[_E, ir.Value, ir.Value, ir.V
     return e, s, c, q
 
 
+# |x| below which sin/cos may skip the table: reduce_pio2's products n * piece are exact while
+# n < 2^23 (30-bit pieces of pi/2), so r keeps ~1e-16 absolute accuracy there
+TRIG_BOUND = 2.0**20
+
+
+def _sin_cos_bounded(b: ir.IRBuilder, x: ir.Value) -> tuple[_E, ir.Value, ir.Value, ir.Value]:
+    """:func:`_sin_cos` for an argument known to be at most ``TRIG_BOUND`` in magnitude (the
+    renderer proves it, e.g. for sin of a sin): Cody-Waite in f64 with no table lookups, which
+    once vectorised are gathers. NaN (and inf, which the bound excludes) reduce as 0 and are
+    restored by the callers' checks."""
+    e = _E(b)
+    finite = b.fcmp_ordered("<", e.intr("llvm.fabs", x), ir.Constant(F32, math.inf))
+    xd = b.fpext(b.select(finite, x, ir.Constant(F32, 0.0)), F64)
+    r, q = e.reduce_pio2(xd)
+    s, c = e.sin_cos_poly(r)
+    return e, s, c, q
+
+
+def emit_sin_bounded(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    e, s, c, q = _sin_cos_bounded(b, x)
+    y = e.quadrant(q, (s, c, b.fneg(s), b.fneg(c)))
+    return _inf_is_nan(e, x, _finish(e, x, y, odd=True))
+
+
+def emit_cos_bounded(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    e, s, c, q = _sin_cos_bounded(b, x)
+    y = e.quadrant(q, (c, b.fneg(s), b.fneg(c), s))
+    return _inf_is_nan(e, x, _finish(e, x, y))
+
+
 def _inf_is_nan(e: _E, x: ir.Value, y: ir.Value) -> ir.Value:
     return _special(e, e.eq(e.intr("llvm.fabs", x), math.inf), math.nan, y)
 
@@ -852,3 +882,5 @@ MATH_F32: dict[str, Emitter] = {
 MATH_F64 = frozenset({"digamma", "erfinv"})
 """The emitters that also take an f64 argument (libm has no digamma or erfinv; these two are
 accurate to ~1e-13 relative in f64 rather than correctly rounded)."""
+MATH_F32_BOUNDED: dict[str, Emitter] = {"sin": emit_sin_bounded, "cos": emit_cos_bounded}
+"""Cheaper emitters for an f32 argument of magnitude at most ``TRIG_BOUND``."""
