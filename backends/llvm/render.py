@@ -65,7 +65,14 @@ from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .nest import stores_contiguous
-from .vecmath import MATH_F32, MATH_F32_BOUNDED, MATH_F64, TRIG_BOUND
+from .vecmath import (
+    MATH_F32,
+    MATH_F32_BOUNDED,
+    MATH_F32_SMALL,
+    MATH_F64,
+    TRIG_BOUND,
+    TRIG_BOUND_F32,
+)
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -522,12 +529,13 @@ class _Kernel:
             self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
             for k, a in enumerate(i.args)
         ]
-        bounded = MATH_F32_BOUNDED.get(i.op)
+        bounded = MATH_F32_BOUNDED.get(i.op) if value_type(src) == F32 else None
+        bound = self._bound(i.args[0]) if bounded is not None else math.inf
         if i.op == "cast":
             self.vals[i.dst] = self.convert(args[0], src, i.dtype)
-        elif (
-            bounded is not None and value_type(src) == F32 and self._bound(i.args[0]) <= TRIG_BOUND
-        ):
+        elif bounded is not None and bound <= TRIG_BOUND_F32:
+            self.vals[i.dst] = MATH_F32_SMALL[i.op](self.b, args[0])
+        elif bounded is not None and bound <= TRIG_BOUND:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src, i.dtype)

@@ -651,6 +651,63 @@ def _sin_cos_bounded(b: ir.IRBuilder, x: ir.Value) -> tuple[_E, ir.Value, ir.Val
     return e, s, c, q
 
 
+# |x| up to which sin/cos run entirely in f32 (n = rint(x 2/pi) has at most 7 bits, so n times
+# each 17-bit piece of pi/2 below is exact and the reduction loses nothing but its last rounding)
+TRIG_BOUND_F32 = 128.0
+PIO2_F32 = (1.57080078125, -4.45445766672492e-06, 2.5633440682570896e-12)  # 17 + 17 + 24 bits
+# sin r = r + r^3 P(r^2), cos r = 1 - r^2/2 + r^4 Q(r^2) on |r| <= pi/4: least-squares fits on
+# 600 Chebyshev nodes, targets computed with mpmath at 50 digits, rounded to f32 (0.71 and 1.10
+# ulp for the polynomials alone, evaluated in f32)
+SIN_P32 = (
+    -0.1666666716337204,
+    0.008333331905305386,
+    -0.00019840087043121457,
+    2.724996420511161e-06,
+)
+COS_Q32 = (0.0416666679084301, -0.00138888880610466, 2.480059993104078e-05, -2.730098742631526e-07)
+
+
+def _sin_cos_f32(b: ir.IRBuilder, x: ir.Value) -> tuple[_E, ir.Value, ir.Value, ir.Value]:
+    """sin and cos of r and the quadrant, all in f32 at full vector width, for an argument
+    known to be at most ``TRIG_BOUND_F32`` in magnitude: a three-piece Cody-Waite reduction
+    with fma, then the two polynomials."""
+    e = _E(b, F32)
+    finite = b.fcmp_ordered("<", e.intr("llvm.fabs", x), ir.Constant(F32, math.inf))
+    xs = b.select(finite, x, ir.Constant(F32, 0.0))
+    n = e.intr("llvm.rint", e.mul(xs, 2 / math.pi))
+    r = xs
+    for piece in PIO2_F32:
+        r = e.fma(n, e.c(-piece), r)
+    q = b.and_(b.fptosi(n, I32), ir.Constant(I32, 3))  # n mod 4, two's complement
+    z = e.mul(r, r)
+    s = e.fma(e.mul(r, z), e.estrin(z, SIN_P32), r)
+    c = e.fma(z, e.fma(z, e.estrin(z, COS_Q32), e.c(-0.5)), e.c(1.0))
+    return e, s, c, q
+
+
+def _finish_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value, *, odd: bool) -> ir.Value:
+    """NaN in gives NaN out, inf gives NaN, and an odd function keeps the sign of zero."""
+    if odd:
+        y = b.select(b.fcmp_ordered("==", x, ir.Constant(F32, 0.0)), x, y)
+    y = b.select(b.fcmp_unordered("uno", x, x), x, y)
+    inf = b.fcmp_ordered("==", b.call(_fabs32(b), [x]), ir.Constant(F32, math.inf))
+    return b.select(inf, ir.Constant(F32, math.nan), y)
+
+
+def _fabs32(b: ir.IRBuilder) -> ir.Function:
+    return b.module.declare_intrinsic("llvm.fabs", [F32], ir.FunctionType(F32, [F32]))
+
+
+def emit_sin_small(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    e, s, c, q = _sin_cos_f32(b, x)
+    return _finish_f32(b, x, e.quadrant(q, (s, c, b.fneg(s), b.fneg(c))), odd=True)
+
+
+def emit_cos_small(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    e, s, c, q = _sin_cos_f32(b, x)
+    return _finish_f32(b, x, e.quadrant(q, (c, b.fneg(s), b.fneg(c), s)), odd=False)
+
+
 def emit_sin_bounded(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e, s, c, q = _sin_cos_bounded(b, x)
     y = e.quadrant(q, (s, c, b.fneg(s), b.fneg(c)))
@@ -884,3 +941,5 @@ MATH_F64 = frozenset({"digamma", "erfinv"})
 accurate to ~1e-13 relative in f64 rather than correctly rounded)."""
 MATH_F32_BOUNDED: dict[str, Emitter] = {"sin": emit_sin_bounded, "cos": emit_cos_bounded}
 """Cheaper emitters for an f32 argument of magnitude at most ``TRIG_BOUND``."""
+MATH_F32_SMALL: dict[str, Emitter] = {"sin": emit_sin_small, "cos": emit_cos_small}
+"""All-f32 emitters for an argument of magnitude at most ``TRIG_BOUND_F32``."""
