@@ -353,3 +353,29 @@ def test_a_read_only_cache_still_builds(tmp_path: Path) -> None:
     with pytest.warns(RuntimeWarning, match="not writable"):
         kernels = _build(blocker / "cache")
     _runs(kernels)
+
+
+def test_kernels_run_on_the_openmp_team_and_report_the_first_failing_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with libgomp in the process and two threads, each kernel has an OpenMP driver; an
+    # out-of-range index in two chunks is reported as the one earlier in the loop
+    from fir.backends.llvm.omp import gomp_library
+
+    if gomp_library() is None:
+        pytest.skip("no libgomp in this process: the kernels run on the thread pool instead")
+    monkeypatch.setenv("FIR_LLVM_THREADS", "2")
+    text = """
+func @f(%w: f32[50, 64], %ids: i64[4000]) -> (f32[4000, 64]) {
+  %e = embedding %w, %ids : f32[4000, 64]
+  return %e
+}"""
+    (p,) = compile_text(text)
+    (name,) = p.kernels.names()
+    assert p.kernels.fns[name].omp is not None
+    w = torch.randn(50, 64)
+    ids = torch.randint(0, 50, (4000,))
+    torch.testing.assert_close(p(w, ids)[0], w[ids])
+    ids[3500], ids[1200] = 77, 60
+    with pytest.raises(KernelIndexError, match="the index is 60"):
+        p(w, ids)

@@ -31,6 +31,7 @@ from fir.backends.plan.instructions import LoopBegin
 from fir.ir.errors import FirError
 from fir.ir.types import dims_mul
 
+from .omp import CTX_FIELDS, gomp_library
 from .render import render_module
 
 _ready = False
@@ -164,6 +165,7 @@ class _Fn:
             ctypes.c_int64,
         )
         self.fn = proto(address)
+        self.omp: Any = None  # the OpenMP driver (backends/llvm/omp.py), where there is one
         self.nargs, self.nsizes = len(plan.args), len(plan.sizes)
         outer = next((i for i in plan.instrs if isinstance(i, LoopBegin) and i.parallel), None)
         self.outer = outer.size if outer is not None else None  # Dim, or no parallel loop
@@ -198,7 +200,9 @@ class LLVMKernels:
 
         start = time.perf_counter()
         kernels = plan.kernels()
-        module = render_module(kernels, symbol, llvm.get_process_triple())
+        self.threads = _threads()
+        omp = self.threads > 1 and gomp_library() is not None
+        module = render_module(kernels, symbol, llvm.get_process_triple(), omp=omp)
         self.ir = str(module)
         self.name = plan.name
         self.object = obj = compile_object(self.ir, plan.name, cache)  # kept while loaded
@@ -211,9 +215,13 @@ class LLVMKernels:
         self.fns = {
             k.name: _Fn(self.engine.get_function_address(symbol(k.name)), k) for k in kernels
         }
+        if omp:
+            driver = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
+            for k in kernels:
+                address = self.engine.get_function_address(symbol(k.name) + "_omp")
+                self.fns[k.name].omp = driver(address)
         self.seconds = time.perf_counter() - start
         self.source = self.ir
-        self.threads = _threads()
         self.pool: ThreadPoolExecutor | None = None
 
     @property
@@ -243,6 +251,9 @@ class LLVMKernels:
         if chunks <= 1:
             return f.run(args, sizes, 0, big)
         step = -(-outer // chunks)
+        chunks = -(-outer // step)
+        if f.omp is not None:
+            return self._call_omp(f, args, sizes, outer, step, chunks)
         ranges = iter(enumerate(range(0, outer, step)))
         results: dict[int, tuple[int, int]] = {}
         lock = threading.Lock()
@@ -263,6 +274,23 @@ class LLVMKernels:
         for fu in futures:
             fu.result()
         return next((results[k] for k in sorted(results) if results[k][0]), (0, 0))
+
+    def _call_omp(
+        self, f: _Fn, args: Sequence[int], sizes: Sequence[int], outer: int, step: int, chunks: int
+    ) -> tuple[int, int]:
+        """The kernel's range in ``chunks`` chunks over an OpenMP team, in one call."""
+        a = (ctypes.c_uint64 * max(f.nargs, 1))(*args)
+        s = (ctypes.c_int64 * max(f.nsizes, 1))(*sizes)
+        results = (ctypes.c_int64 * (2 * chunks))()
+        ctx = (ctypes.c_int64 * CTX_FIELDS)(
+            ctypes.addressof(a), ctypes.addressof(s), ctypes.addressof(results), outer, step,
+            chunks, 0,
+        )  # fmt: skip
+        f.omp(ctypes.addressof(ctx), min(self.threads, chunks))
+        for k in range(chunks):  # the first failing chunk in the loop's order
+            if results[2 * k]:
+                return results[2 * k], results[2 * k + 1]
+        return 0, 0
 
 
 def build_program(plan: ProgramPlan, cache: Cache | None = None) -> LLVMKernels:

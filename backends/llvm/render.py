@@ -65,6 +65,7 @@ from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .nest import stores_contiguous
+from .omp import add_driver
 from .vecmath import (
     MATH_F32,
     MATH_F32_BOUNDED,
@@ -1003,10 +1004,15 @@ def _dtype_of(ty: ir.Type, fallback: DType) -> DType:
     return fallback
 
 
-def render_module(plans: list[KernelPlan], symbol: Callable[[str], str], triple: str) -> ir.Module:
-    """One LLVM module with a function for each plan."""
+def render_module(
+    plans: list[KernelPlan], symbol: Callable[[str], str], triple: str, omp: bool = False
+) -> ir.Module:
+    """One LLVM module with a function for each plan; with ``omp``, also each one's OpenMP
+    driver (:mod:`.omp`)."""
     m = ir.Module(name="fir")
     m.triple = triple
     for p in plans:
         _Kernel(m, p, symbol(p.name)).write()
+        if omp:
+            add_driver(m, m.globals[symbol(p.name)])
     return m
