@@ -239,7 +239,7 @@ def llvm_table(rows: list[dict[str, Any]], cold: dict[str, tuple[float, ...]]) -
         "## FIR-llvm (the llvmlite back end)",
         "",
         'The same run, FIR with `options={"backend": "llvm"}`: kernels built as LLVM IR and '
-        "compiled in the process (O3, the host CPU), split over the cores by a thread pool; f32 "
+        "compiled in the process (O3, the host CPU), split over the cores by the OpenMP team; f32 "
         "math functions are FIR's own vectorisable code (`backends/llvm/vecmath.py`, errors in "
         "`docs/llvm-math.md`).",
         "",

@@ -30,7 +30,8 @@ cumsum, sort, conv2d, to keep their fallbacks visible) — and one in ``SAMPLE_E
 remaining OpInfos in database order (linear algebra, FFT, special functions, pooling, sparse,
 complex …), so the fallback count keeps tracking the rest of the database. When a converter is
 added, add the OpInfos it serves to ``SELECTED``. ``FIR_OPINFO=all`` runs every OpInfo;
-``FIR_OPINFO=name,name`` runs those; ``FIR_OPINFO_SAMPLES=n`` changes the samples per OpInfo.
+``FIR_OPINFO=name,name`` runs those; ``FIR_OPINFO_SAMPLES=n`` changes the samples per OpInfo;
+``FIR_OPINFO_BACKEND=llvm`` compiles with the llvmlite back end.
 Sample inputs are generated under ``torch.manual_seed(0)`` per OpInfo, so runs repeat.
 
 The suite fails on any ``failed`` OpInfo (``EXPECTED_FAILURES`` lists the ones whose cause is
@@ -65,6 +66,8 @@ MAX_SAMPLES = int(os.environ.get("FIR_OPINFO_SAMPLES", "4"))
 # the device the samples live on: "cuda" runs the suite through the Triton back end on a GPU
 # (``python tests/test_opinfo.py --device cuda``); CI runs it on the CPU
 DEVICE = os.environ.get("FIR_OPINFO_DEVICE", "cpu")
+# the code generator (``FIR_OPINFO_BACKEND=llvm``); by default the device's (C++ or Triton)
+BACKEND = os.environ.get("FIR_OPINFO_BACKEND") or None
 SAMPLE_EVERY = 6
 
 # OpInfos (by name, or name.variant) chosen because their aten ops are mapped or are close to
@@ -312,7 +315,12 @@ def run_sample(op: Any, sample: Any, tol: dict[str, float]) -> SampleResult:
     counters.clear()
     start = len(COMPILED)
     fn = op.op
-    compiled = torch.compile(lambda *a, **k: fn(*a, **k), backend="fir", dynamic=False)
+    compiled = torch.compile(
+        lambda *a, **k: fn(*a, **k),
+        backend="fir",
+        dynamic=False,
+        options={"backend": BACKEND} if BACKEND else None,
+    )
     res = SampleResult("covered")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -465,7 +473,8 @@ def write_docs(
         "",
         "PyTorch's OpInfo database (`torch.testing._internal.common_methods_invocations.op_db`)",
         'run through `torch.compile(backend="fir")` (the `fusion` pipeline, '
-        f"{'C++' if DEVICE == 'cpu' else 'Triton'} kernels) and compared with",
+        f"{ {'llvm': 'llvmlite'}.get(BACKEND or '', 'C++' if DEVICE == 'cpu' else 'Triton') } "
+        "kernels) and compared with",
         f"eager PyTorch on float32 {DEVICE.upper()} sample inputs (at most {MAX_SAMPLES} per "
         "OpInfo), within each",
         "OpInfo's float32 tolerance overrides. This page is written by `tests/test_opinfo.py`, whose",
