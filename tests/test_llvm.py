@@ -379,3 +379,18 @@ func @f(%w: f32[50, 64], %ids: i64[4000]) -> (f32[4000, 64]) {
     ids[3500], ids[1200] = 77, 60
     with pytest.raises(KernelIndexError, match="the index is 60"):
         p(w, ids)
+
+
+def test_a_compute_heavy_loop_asks_for_interleaved_iterations() -> None:
+    # 8 or more costly ops an element: the innermost loop carries llvm.loop.interleave.count,
+    # so independent vector iterations hide the latency of a long chain of math
+    from fir.backends.llvm.render import INTERLEAVE
+
+    heavy = ["func @f(%x: f32[4096]) -> (f32[4096]) {", "  %v0 = sin %x : f32[4096]"]
+    heavy += [f"  %v{k} = sin %v{k - 1} : f32[4096]" for k in range(1, 10)]
+    heavy += ["  return %v9", "}"]
+    (p,) = check("\n".join(heavy) + "\n", rtol=1e-5, atol=1e-5)
+    assert f'!"llvm.loop.interleave.count", i32 {INTERLEAVE}' in p.kernels.ir
+    light = "func @f(%x: f32[4096]) -> (f32[4096]) {\n  %y = sin %x : f32[4096]\n  return %y\n}\n"
+    (q,) = compile_text(light)
+    assert "interleave" not in q.kernels.ir
