@@ -42,14 +42,19 @@ def gomp_library() -> str | None:
     with _lock:
         if not _gomp_checked:
             _gomp_checked = True
-            name = ctypes.util.find_library("gomp")
-            if name is not None:
-                try:
-                    import llvmlite.binding as llvm
+            import llvmlite.binding as llvm
 
+            # the soname first (dlopen's search, a few ms); find_library runs ldconfig or the
+            # compiler (0.2 s), so it is only the fallback
+            for find in (lambda: "libgomp.so.1", lambda: ctypes.util.find_library("gomp")):
+                name = find()
+                if name is None:
+                    continue
+                try:
                     _gomp = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
                     llvm.load_library_permanently(name)
-                except OSError:
+                    break
+                except (OSError, RuntimeError):
                     _gomp = None
         return None if _gomp is None else str(_gomp._name)
 

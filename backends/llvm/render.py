@@ -93,8 +93,10 @@ def reassociate() -> bool:
 # vector iterations LLVM interleaves in the innermost loop of a compute-heavy kernel (8 or more
 # costly ops an element): a long chain of math (deep_chain's 40 dependent sines) is latency-
 # bound, and independent iterations side by side hide the latency (deep_chain, 2 cores: 442 ms
-# with 1, 236 with 2, 143 with 4, 162 with 8). FIR_LLVM_INTERLEAVE overrides it.
-INTERLEAVE = int(os.environ.get("FIR_LLVM_INTERLEAVE", "4"))
+# with 1, 209 with 2, 133 with 4, 162 with 8). Each doubles the optimiser's and code
+# generator's work on the body (deep_chain's build: 0.21, 0.27, 0.42 s), and the cold compile
+# of deep_chain must stay under a second: 2. FIR_LLVM_INTERLEAVE overrides it.
+INTERLEAVE = int(os.environ.get("FIR_LLVM_INTERLEAVE", "2"))
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
 DIVISION_BY_ZERO = -1
 COLUMN_BLOCK = 64  # outputs accumulated side by side in a column reduction

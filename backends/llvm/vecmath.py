@@ -671,11 +671,11 @@ def _sin_cos_f32(b: ir.IRBuilder, x: ir.Value) -> tuple[_E, ir.Value, ir.Value, 
     """sin and cos of r and the quadrant, all in f32 at full vector width, for an argument
     known to be at most ``TRIG_BOUND_F32`` in magnitude: a three-piece Cody-Waite reduction
     with fma, then the two polynomials."""
+    # no finite-select: the bound excludes inf, and NaN only makes the quadrant poison, which
+    # _finish_f32's NaN select never chooses (short code matters: 40 of these in deep_chain)
     e = _E(b, F32)
-    finite = b.fcmp_ordered("<", e.intr("llvm.fabs", x), ir.Constant(F32, math.inf))
-    xs = b.select(finite, x, ir.Constant(F32, 0.0))
-    n = e.intr("llvm.rint", e.mul(xs, 2 / math.pi))
-    r = xs
+    n = e.intr("llvm.rint", e.mul(x, 2 / math.pi))
+    r = x
     for piece in PIO2_F32:
         r = e.fma(n, e.c(-piece), r)
     q = b.and_(b.fptosi(n, I32), ir.Constant(I32, 3))  # n mod 4, two's complement
@@ -686,16 +686,11 @@ def _sin_cos_f32(b: ir.IRBuilder, x: ir.Value) -> tuple[_E, ir.Value, ir.Value, 
 
 
 def _finish_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value, *, odd: bool) -> ir.Value:
-    """NaN in gives NaN out, inf gives NaN, and an odd function keeps the sign of zero."""
+    """NaN in gives NaN out, and an odd function keeps the sign of zero (the argument is
+    bounded: never inf)."""
     if odd:
         y = b.select(b.fcmp_ordered("==", x, ir.Constant(F32, 0.0)), x, y)
-    y = b.select(b.fcmp_unordered("uno", x, x), x, y)
-    inf = b.fcmp_ordered("==", b.call(_fabs32(b), [x]), ir.Constant(F32, math.inf))
-    return b.select(inf, ir.Constant(F32, math.nan), y)
-
-
-def _fabs32(b: ir.IRBuilder) -> ir.Function:
-    return b.module.declare_intrinsic("llvm.fabs", [F32], ir.FunctionType(F32, [F32]))
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
 
 def emit_sin_small(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
