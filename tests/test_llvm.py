@@ -9,6 +9,7 @@ so their loops are split over the threads; the object code cache is tested at th
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -394,3 +395,33 @@ def test_a_compute_heavy_loop_asks_for_interleaved_iterations() -> None:
     light = "func @f(%x: f32[4096]) -> (f32[4096]) {\n  %y = sin %x : f32[4096]\n  return %y\n}\n"
     (q,) = compile_text(light)
     assert "interleave" not in q.kernels.ir
+
+
+def test_a_module_llvm_rejects_names_the_function_and_keeps_the_ir(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a renderer bug planted: a function whose instruction uses a value defined after it
+    from fir.backends.llvm import build
+    from fir.backends.llvm.build import LLVMBuildError
+    from llvmlite import ir
+
+    def broken(plans: object, symbol: object, triple: str, omp: bool = False) -> ir.Module:
+        m = ir.Module(name="fir")
+        m.triple = triple
+        i64 = ir.IntType(64)
+        fn = ir.Function(m, ir.FunctionType(i64, [i64]), "fir_broken_kernel")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        later = b.add(fn.args[0], ir.Constant(i64, 1), name="later")
+        use = b.add(later, ir.Constant(i64, 2), name="use")
+        b.ret(use)
+        # move the definition after its use: the verifier's dominance check fails
+        block = fn.basic_blocks[0]
+        block.instructions[0], block.instructions[1] = block.instructions[1], block.instructions[0]
+        return m
+
+    monkeypatch.setattr(build, "render_module", broken)
+    text = "func @f(%x: f32[8]) -> (f32[8]) {\n  %y = exp %x : f32[8]\n  return %y\n}\n"
+    with pytest.raises(LLVMBuildError, match="function @fir_broken_kernel") as e:
+        compile_text(text)
+    path = re.search(r"the IR is in (\S+\.ll)", e.value.message)
+    assert path is not None and "fir_broken_kernel" in Path(path.group(1)).read_text()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import tempfile
 import threading
 import time
@@ -91,13 +92,41 @@ def optimise(ir_text: str, name: str) -> tuple[Any, Any]:
     except RuntimeError as e:
         path = Path(tempfile.mkdtemp(prefix="fir-llvm-")) / f"{name}.ll"
         path.write_text(ir_text)
-        raise LLVMBuildError(f"LLVM rejected the module of @{name} ({path}): {e}") from None
+        where = failing_function(ir_text, str(e))
+        what = f"function @{where} of program @{name}" if where else f"the module of @{name}"
+        raise LLVMBuildError(f"LLVM rejected {what} (the IR is in {path}): {e}") from None
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     return mod, tm
+
+
+def failing_function(ir_text: str, message: str) -> str | None:
+    """The function of ``ir_text`` that LLVM's message is about: the one around the line a
+    parse error names (``<string>:LINE:COL``), or around the first instruction a verifier
+    error quotes; None where neither is found."""
+    lines = ir_text.splitlines()
+    at = None
+    m = re.search(r":(\d+):\d+:", message)
+    if m is not None:
+        at = int(m.group(1)) - 1
+    else:
+        # the verifier prints names unquoted (%later where the text has %"later")
+        plain = [line.replace('"', "").strip() for line in lines]
+        quoted = [q.replace('"', "").strip() for q in message.splitlines()[1:] if q.strip()]
+        for q in quoted:
+            at = next((k for k, line in enumerate(plain) if line == q), None)
+            if at is not None:
+                break
+    if at is None:
+        return None
+    for line in reversed(lines[: at + 1]):
+        d = re.match(r"define\b.*?@\"?([\w.$]+)\"?\(", line)
+        if d is not None:
+            return d.group(1)
+    return None
 
 
 # how many modules this process optimised and compiled to objects (a cache hit does neither)
