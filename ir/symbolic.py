@@ -149,7 +149,21 @@ def print_expr(e: sympy.Expr | int) -> str:
 @lru_cache(maxsize=65536)
 def _print_cached(e: sympy.Expr) -> str:
     # index expressions repeat across nodes (``128*i0 + i1``); printing one costs ~50 µs
-    return _print(e)[0]
+    return _print(_evaluated(e))[0]
+
+
+def _evaluated(e: sympy.Expr) -> sympy.Expr:
+    """``e`` rebuilt through its constructors, which evaluate what they can: a substitution
+    can leave ``Max(1, 2)`` unevaluated, which the parser would read back as ``2``, so the
+    text would not survive a round trip."""
+    if e.is_Atom:
+        return e
+    args = [_evaluated(a) for a in e.args]
+    return (
+        e
+        if all(a is b for a, b in zip(args, e.args)) and not isinstance(e, (sympy.Min, sympy.Max))
+        else e.func(*args)
+    )
 
 
 def _print(e: sympy.Expr) -> tuple[str, int]:

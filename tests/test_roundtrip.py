@@ -227,3 +227,14 @@ def test_negative_strides_are_rejected_or_bounded_correctly() -> None:
             "negative strides are accepted, but the load is then judged against a wrong "
             f"storage size:\n{e.render()}"
         )
+
+
+def test_an_unevaluated_max_prints_as_the_parser_reads_it() -> None:
+    # hypothesis found it: a substitution left Min(i2, Max(1, 2)) unevaluated; the text must be
+    # what parsing gives back (min(2, i2)), or the round trip changes it
+    import sympy
+    from fir.ir.symbolic import print_expr
+
+    i2 = sympy.Symbol("i2", integer=True, nonnegative=True)
+    e = sympy.Min(i2, sympy.Max(1, 2, evaluate=False), evaluate=False)
+    assert print_expr(e) == "min(2, i2)"
