@@ -704,31 +704,40 @@ def emit_cos_small(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def emit_sin_bounded(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    e, s, c, q = _sin_cos_bounded(b, x)
-    y = e.quadrant(q, (s, c, b.fneg(s), b.fneg(c)))
-    return _inf_is_nan(e, x, _finish(e, x, y, odd=True))
+    return _sin_of(b, x, _sin_cos_bounded(b, x))
 
 
 def emit_cos_bounded(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    e, s, c, q = _sin_cos_bounded(b, x)
-    y = e.quadrant(q, (c, b.fneg(s), b.fneg(c), s))
-    return _inf_is_nan(e, x, _finish(e, x, y))
+    return _cos_of(b, x, _sin_cos_bounded(b, x))
 
 
 def _inf_is_nan(e: _E, x: ir.Value, y: ir.Value) -> ir.Value:
     return _special(e, e.eq(e.intr("llvm.fabs", x), math.inf), math.nan, y)
 
 
-def emit_sin(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    e, s, c, q = _sin_cos(b, x)
+def _sin_of(
+    b: ir.IRBuilder, x: ir.Value, parts: tuple[_E, ir.Value, ir.Value, ir.Value]
+) -> ir.Value:
+    """sin x from a reduction's sin r, cos r and quadrant."""
+    e, s, c, q = parts
     y = e.quadrant(q, (s, c, b.fneg(s), b.fneg(c)))
     return _inf_is_nan(e, x, _finish(e, x, y, odd=True))
 
 
-def emit_cos(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    e, s, c, q = _sin_cos(b, x)
+def _cos_of(
+    b: ir.IRBuilder, x: ir.Value, parts: tuple[_E, ir.Value, ir.Value, ir.Value]
+) -> ir.Value:
+    e, s, c, q = parts
     y = e.quadrant(q, (c, b.fneg(s), b.fneg(c), s))
     return _inf_is_nan(e, x, _finish(e, x, y))
+
+
+def emit_sin(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return _sin_of(b, x, _sin_cos(b, x))
+
+
+def emit_cos(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return _cos_of(b, x, _sin_cos(b, x))
 
 
 def emit_tan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
