@@ -514,9 +514,10 @@ def test_row_reductions(shape: tuple[int, int], nans: bool) -> None:
     check_against_interpreter(text, [x], rtol=1e-4, atol=1e-4)
 
 
-def test_argmax_ties_and_infinities_take_the_first() -> None:
-    # (Welford's running mean of a row holding an infinity is NaN where the interpreter's
-    # two-pass mean is the infinity: welford is left out here)
+def argmax_ties_case() -> tuple[str, list[torch.Tensor]]:
+    """Row reductions whose argmax/argmin must take the first of ties, NaN and infinities (the
+    same case for every back end's tests). Welford's running mean of a row holding an infinity
+    is NaN where the interpreter's two-pass mean is the infinity: welford is left out."""
     text = REDUCE_ROWS.replace("R", "6").replace("C", "50")
     text = text.replace("  %m, %m2, %n = welford %x {dims = [1]} : f32[6], f32[6], f32[6]\n", "")
     text = text.replace("%m, %m2, %p", "%s, %mx, %p")
@@ -527,7 +528,12 @@ def test_argmax_ties_and_infinities_take_the_first() -> None:
     x[3, 49] = 1.0  # in the remainder
     x[4] = math.inf
     x[5, 17] = -1.0
-    check_against_interpreter(text, [x], rtol=0, atol=0)
+    return text, [x]
+
+
+def test_argmax_ties_and_infinities_take_the_first() -> None:
+    text, inputs = argmax_ties_case()
+    check_against_interpreter(text, inputs, rtol=0, atol=0)
 
 
 def test_whole_tensor_argmax_ties_across_threads() -> None:

@@ -130,16 +130,8 @@ def test_reductions(shape: tuple[int, int], nans: bool) -> None:
 
 
 def test_argmax_ties_and_infinities_take_the_first() -> None:
-    text = cpp.REDUCE_ROWS.replace("R", "6").replace("C", "50")
-    text = text.replace("  %m, %m2, %n = welford %x {dims = [1]} : f32[6], f32[6], f32[6]\n", "")
-    text = text.replace("%m, %m2, %p", "%s, %mx, %p")
-    x = torch.zeros(6, 50)
-    x[0, [3, 20, 37]] = 5.0
-    x[1] = -math.inf
-    x[2, [40, 9]] = math.nan
-    x[3, 49] = 1.0
-    x[4] = math.inf
-    check(text, [x], rtol=0, atol=0)
+    text, inputs = cpp.argmax_ties_case()
+    check(text, inputs, rtol=0, atol=0)
 
 
 def test_symbolic_sizes_compile_once() -> None:
