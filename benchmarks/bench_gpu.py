@@ -793,6 +793,39 @@ def document(text: str, timing: Timing, copies: dict[tuple[int, int], float]) ->
     )
 
 
+def cold_only(path: Path, names: list[str], scale: float) -> None:
+    """Measure the cold compiles of ``names`` into ``path``, written after every program (a run
+    cut short keeps what it measured) and merged with the programs an earlier run on the same
+    device and versions wrote there, so that the suite can be measured in parts."""
+    device = _versions("cuda")
+    measured: dict[str, list[float]] = {}
+    if path.exists():
+        earlier = json.loads(path.read_text())
+        if earlier["device"] == device:
+            measured = earlier["cold"]
+        else:
+            print(f"bench_gpu: replacing {path}, measured on {earlier['device']}", file=sys.stderr)
+    for name in names:
+        measured[name] = [cold_compile(name, "fir", scale), cold_compile(name, "inductor", scale)]
+        print(f"{name}: cold compile fir / inductor {measured[name]}", file=sys.stderr)
+        path.write_text(json.dumps({"device": device, "cold": measured}, indent=1) + "\n")
+
+
+# The document's hand-written part (where the time goes, history): everything from this heading
+# on is kept when the script rewrites the generated part above it.
+NOTES_HEADING = "## Notes"
+
+
+def write_document(doc: str) -> None:
+    notes = ""
+    if DOC.exists():
+        old = DOC.read_text()
+        at = old.find("\n" + NOTES_HEADING + "\n")
+        if at >= 0:
+            notes = old[at:]
+    DOC.write_text(doc.rstrip("\n") + "\n" + notes if notes else doc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, no cold, no doc")
@@ -842,16 +875,7 @@ def main() -> None:
             names += [n for n in hits if n not in names]
 
     if args.cold_only:
-        measured = {}
-        for name in names:
-            measured[name] = (
-                cold_compile(name, "fir", args.scale),
-                cold_compile(name, "inductor", args.scale),
-            )
-            print(f"{name}: cold compile fir / inductor {measured[name]}", file=sys.stderr)
-        Path(args.cold_only).write_text(
-            json.dumps({"device": _versions("cuda"), "cold": measured}, indent=1) + "\n"
-        )
+        cold_only(Path(args.cold_only), names, args.scale)
         return
     copies = copy_gbs(sizes, timing)
     copy = max(copies.values())
@@ -898,7 +922,7 @@ def main() -> None:
         return
     if args.quick or args.only or args.scale != 1:
         return
-    DOC.write_text(doc)
+    write_document(doc)
     print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
 
 

@@ -3,6 +3,7 @@ formats. Nothing is compiled or timed here (the script's whole logic runs with -
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -77,3 +78,27 @@ def test_bytes_counts_each_tensor_once() -> None:
     x = torch.zeros(4, 8)
     assert bench_gpu._bytes([x], x) == 4 * 8 * 4
     assert bench_gpu._bytes([x], (x + 1, x)) == 2 * 4 * 8 * 4
+
+
+def test_cold_only_merges_parts_of_one_device(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    fake = iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    monkeypatch.setattr(bench_gpu, "cold_compile", lambda name, backend, scale: next(fake))
+    monkeypatch.setattr(bench_gpu, "_versions", lambda device: "GPU A")
+    out = tmp_path / "cold.json"
+    bench_gpu.cold_only(out, ["softmax"], 1.0)
+    bench_gpu.cold_only(out, ["sum_dim0"], 1.0)
+    assert json.loads(out.read_text())["cold"] == {"softmax": [1.0, 2.0], "sum_dim0": [3.0, 4.0]}
+    # another device's measurements are replaced, never mixed in
+    monkeypatch.setattr(bench_gpu, "_versions", lambda device: "GPU B")
+    bench_gpu.cold_only(out, ["tiny"], 1.0)
+    assert json.loads(out.read_text()) == {"device": "GPU B", "cold": {"tiny": [5.0, 6.0]}}
+
+
+def test_document_rewrite_keeps_the_notes(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    doc = tmp_path / "gpu.md"
+    monkeypatch.setattr(bench_gpu, "DOC", doc)
+    bench_gpu.write_document("# GPU\n\nold table\n")
+    assert doc.read_text() == "# GPU\n\nold table\n"
+    doc.write_text(doc.read_text() + "\n## Notes\n\nwhy sum_dim0 is slow\n")
+    bench_gpu.write_document("# GPU\n\nnew table\n")
+    assert doc.read_text() == "# GPU\n\nnew table\n\n## Notes\n\nwhy sum_dim0 is slow\n"
