@@ -6,7 +6,8 @@ the forward graph and (at the first ``backward()``) the backward graph; all thre
 
 Options (``torch.compile(..., options={...})``):
 
-* ``pipeline``: FIR passes run on each imported graph (default ``"fusion"``: down to fused,
+* ``pipeline``: FIR passes run on each imported graph (default: the back end's, ``"cuda"`` for
+  Triton (``"fusion"`` with ``split-reductions``), ``"fusion"`` for the others: down to fused,
   ordered, planned loop level);
 * ``dump_dir``: write the ``.fir`` of every graph after import and after every pass, so any
   stage can be replayed with ``fir-opt``;
@@ -59,6 +60,9 @@ prewarm_triton()
 RUNNERS = ("cpp", "triton", "llvm", "interp")
 PLANNED_RUNNERS: tuple[str, ...] = ()
 DEVICE_BACKENDS = {"cpu": "cpp", "cuda": "triton"}
+# the pipeline each back end compiles with unless the ``pipeline`` option names one
+BACKEND_PIPELINES = {"triton": "cuda"}
+DEFAULT_PIPELINE = "fusion"
 # "unsupported": what FIR reports as unsupported runs with PyTorch; "never": that is an error
 FALLBACK_MODES = ("unsupported", "never")
 # where an internal error's dump goes when no dump_dir is given
@@ -68,7 +72,7 @@ _graph_ids = itertools.count()
 
 @dataclass
 class CompileOptions:
-    pipeline: str = "fusion"
+    pipeline: str | None = None  # None: the back end's (BACKEND_PIPELINES, else DEFAULT_PIPELINE)
     dump_dir: str | None = None
     backend: str | None = None  # None: the inputs' device's (DEVICE_BACKENDS)
     fallback: str = "unsupported"  # FALLBACK_MODES; True and False are read as the two modes
@@ -101,7 +105,8 @@ class CompileOptions:
         from fir.passes.pipeline import parse_pipeline
 
         # a bad pipeline is the user's error, not a graph to fall back on
-        parse_pipeline(opts.pipeline)
+        if opts.pipeline is not None:
+            parse_pipeline(opts.pipeline)
         return opts
 
 
@@ -232,7 +237,10 @@ def _compile(
     compiled = CompiledGraph(module, report, constants, name, stages, kind=kind)
     compiled.none_outputs = none_outputs
     stages.append(("import", print_module(module)))
-    pipeline = parse_pipeline(options.pipeline)
+    where = list(example_inputs) + _output_values(gm)
+    backend = choose_backend(options, where)
+    pipeline_name = pipeline_for(options, backend)
+    pipeline = parse_pipeline(pipeline_name)
     fuse_passes = [p for p in pipeline.passes if p.name == "fuse"]
     for p in fuse_passes:
         p.collect = enabled("fusion")  # type: ignore[attr-defined]
@@ -257,12 +265,10 @@ def _compile(
     for p in fuse_passes:
         for r in getattr(p, "reports", []):
             log("fusion", f"{name} ({kind}):\n{r.text()}")
-    where = list(example_inputs) + _output_values(gm)
-    backend = choose_backend(options, where)
     at_tensor_level = any(isinstance(n, TensorOp) for f in compiled.module.funcs for n in f.nodes)
     if backend not in (None, "interp") and at_tensor_level:
         warnings.warn(
-            f"fir: pipeline '{options.pipeline}' leaves {name} at tensor level, which the "
+            f"fir: pipeline '{pipeline_name}' leaves {name} at tensor level, which the "
             f"'{backend}' back end cannot compile: the interpreter runs it (use a "
             "pipeline that ends at loop level, such as 'fusion')",
             stacklevel=2,
@@ -506,6 +512,13 @@ def _output_values(gm: torch.fx.GraphModule) -> list[Any]:
 def _device(inputs: Sequence[Any]) -> str:
     kinds = {x.device.type for x in inputs if isinstance(x, torch.Tensor)}
     return "cuda" if "cuda" in kinds else ("cpu" if kinds <= {"cpu"} else sorted(kinds)[0])
+
+
+def pipeline_for(options: CompileOptions, backend: str | None) -> str:
+    """The pipeline a graph compiles with: the option's, else its back end's default."""
+    if options.pipeline is not None:
+        return options.pipeline
+    return BACKEND_PIPELINES.get(backend or "", DEFAULT_PIPELINE)
 
 
 def choose_backend(options: CompileOptions, inputs: Sequence[Any]) -> str | None:

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# the pipeline fir.explain compiles with unless told otherwise: down to fused kernels
-EXPLAIN_PIPELINE = "fusion"
 KERNELS_UNKNOWN = (
     "kernel count: not known, the pipeline stops before loop level (compile with "
     "options={'pipeline': 'fusion'})"
@@ -126,7 +124,8 @@ def explain_call(
     from . import backend as fir_backend
 
     kwargs = kwargs or {}
-    options = {"pipeline": EXPLAIN_PIPELINE, **(options or {})}
+    # unless told otherwise, the back end's own pipeline (down to fused kernels): what runs
+    options = dict(options or {})
     dynamo = torch._dynamo.explain(fn)(*args, **kwargs)
     breaks = [_graph_break(r) for r in dynamo.break_reasons]
 

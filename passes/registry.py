@@ -20,6 +20,7 @@ _PASSES: dict[str, str] = {
     "plan-memory": "fir.passes.memory.plan_memory:PlanMemoryPass",
     "fuse": "fir.passes.fusion.fuse:FusePass",
     "reorder": "fir.passes.fusion.reorder:ReorderPass",
+    "split-reductions": "fir.passes.fusion.split_reductions:SplitReductionsPass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline
@@ -27,6 +28,8 @@ _PIPELINES: dict[str, str] = {
     "cleanup": "canonicalize,cse,canonicalize",
     "lowering": "decompose,lower,inline,deps,dce,plan-memory",
     "fusion": "decompose,lower,inline,deps,dce,fuse,reorder,plan-memory",
+    # the Triton back end's: reductions with few outputs split across programs first
+    "cuda": "decompose,lower,inline,split-reductions,deps,dce,fuse,reorder,plan-memory",
 }
 
 _SUMMARIES: dict[str, str] = {}

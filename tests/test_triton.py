@@ -51,8 +51,9 @@ def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("FIR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "fir-cache"))
 
 
-def compile_text(text: str) -> list:
-    module = parse_pipeline("fusion").run(parse_module(text, "<test>"))
+def compile_text(text: str, pipeline: str = "cuda") -> list:
+    """``text`` through ``pipeline`` (the Triton back end's own by default), compiled."""
+    module = parse_pipeline(pipeline).run(parse_module(text, "<test>"))
     return [compile_function(g, "triton", device=DEVICE) for g in module.funcs]
 
 
@@ -62,10 +63,11 @@ def check(
     rtol: float = 1e-5,
     atol: float = 1e-5,
     sizes: dict[str, int] | None = None,
+    pipeline: str = "cuda",
 ) -> list:
     """Compile every function of ``text`` with Triton, run it, compare with the interpreter;
     return the compiled programs."""
-    programs = compile_text(text)
+    programs = compile_text(text, pipeline)
     reference = parse_module(text, "<test>")
     for p, ref_g in zip(programs, reference.funcs):
         xs = inputs if inputs is not None else cpp.random_inputs(ref_g, sizes=sizes)
@@ -145,15 +147,30 @@ def test_whole_tensor_reductions(shape: tuple[int, int], nans: bool) -> None:
     check(text, [x], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("nans", [False, True], ids=["finite", "nan"])
+def test_split_whole_tensor_reductions(nans: bool) -> None:
+    """The ``cuda`` pipeline splits sum, max and min of 16,384 elements into 64 chunks of 256
+    (argmax, argmin and welford stay whole): a kernel of 64 programs, then one over the
+    partial results."""
+    text = cpp.REDUCE_ALL.replace("R", "2048").replace("C", "8")
+    x = torch.randn(2048, 8, generator=torch.Generator().manual_seed(3))
+    if nans:
+        x = cpp._with_nans(x, 4)
+    (p,) = check(text, [x], rtol=1e-4, atol=1e-4)
+    spaces = [k.text().splitlines()[0] for k in p.plan.kernels()]
+    assert any("(64; 256)" in s for s in spaces) and any("(1; 64)" in s for s in spaces), spaces
+
+
 @pytest.mark.parametrize("shape", [(3, 7), (5, 16), (4, 33), (2, 9000)], ids=str)
 @pytest.mark.parametrize("nans", [False, True], ids=["finite", "nan"])
 def test_row_reductions(shape: tuple[int, int], nans: bool) -> None:
-    """(2, 9000) is above the persistent size: the row is reduced in a loop of blocks."""
+    """(2, 9000) is above the persistent size: the row is reduced in a loop of blocks (in the
+    ``fusion`` pipeline: ``cuda``'s would split its rows, see test_split_reductions)."""
     text = cpp.REDUCE_ROWS.replace("R", str(shape[0])).replace("C", str(shape[1]))
     x = torch.randn(shape, generator=torch.Generator().manual_seed(7)) * 0.1 + 1
     if nans:
         x = cpp._with_nans(x, 8)
-    (p,) = check(text, [x], rtol=1e-4, atol=1e-4)
+    (p,) = check(text, [x], rtol=1e-4, atol=1e-4, pipeline="fusion")
     persistent = shape[1] <= PERSISTENT_MAX
     assert all(("persistent" in c) == persistent for c in configs(p)), configs(p)
 

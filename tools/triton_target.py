@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     kernels = 0
     for name, module in modules:
-        fused = parse_pipeline("fusion").run(module)
+        fused = parse_pipeline("cuda").run(module)  # what the Triton back end compiles
         for plan in plan_module(fused, scratch_rows=keeps_rows):
             try:
                 done = compile_for_target(plan, args.arch)

@@ -80,6 +80,9 @@ COLUMN_BLOCKS = (32, 64, 16)
 # with 1024 x 4)
 HEAVY_OPS = 8
 BLOCK_ELEMENTS = 4096  # elements of a reduction block (XBLOCK * RBLOCK)
+# a persistent reduction with few rows runs at least this many programs where it has the rows
+# (about the multiprocessors of an H100: 132)
+MIN_PROGRAMS = 128
 POINTWISE_BLOCK = 1024
 TILE = 64
 GRID_LIMIT = 65535  # the grid's second and third axes
@@ -124,6 +127,10 @@ def _pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
+def _pow2_floor(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n.bit_length() - 1)
+
+
 def _static(d: Dim) -> int | None:
     return d if isinstance(d, int) else None
 
@@ -139,7 +146,9 @@ def choose_config(plan: KernelPlan) -> Config:
             rblock = _pow2(rnumel)
             xblock = max(1, BLOCK_ELEMENTS // rblock // 2) if xloops else 1
             if numel is not None:
-                xblock = min(xblock, _pow2(numel))
+                # few rows (a split reduction's chunks): one program each up to MIN_PROGRAMS,
+                # rather than a few programs of many rows on a few multiprocessors
+                xblock = min(xblock, _pow2(numel), max(1, _pow2_floor(numel // MIN_PROGRAMS)))
             warps = 16 if rblock * xblock >= 8192 else (8 if rblock * xblock >= 2048 else 4)
             return Config("reduction", xblock, RBLOCK=rblock, num_warps=warps, persistent=True)
         warps = 8

@@ -1,0 +1,191 @@
+"""``split-reductions``: a reduction with few outputs and many reduced elements becomes two, so
+that a GPU runs it on many programs instead of one.
+
+A Triton kernel runs one program per block of outputs; a whole-tensor ``sum`` (a loss, a mean, a
+norm) has one output, so one program on one of the GPU's 132 multiprocessors walks all of its
+input. The pass cuts the outermost reduction loop into ``parts`` chunks:
+
+```
+%s = reduction sum : f32[] over (; r0 < 16384) { … r0 … }
+```
+
+becomes a first node that reduces each chunk (its chunk number a new pointwise loop, outermost)
+and a second that reduces the chunks' partial results:
+
+```
+%s.part = reduction sum : f32[64] over (i0 < 64; r0 < 256) { … 256*i0 + r0 … }
+%s = reduction sum : f32[] over (; r0 < 64) { %0 = load %s.part[r0]; yield %0 }
+```
+
+The second keeps the original result value (its readers are unchanged) and its attributes; the
+first's ``realized`` attribute names the node it was split from. Measured on an H100 (the loss
+of cross_entropy over 16,384 rows, one gathered logit each): 28 us in one program, 9.5 us in 64
+programs and a second kernel.
+
+Which reductions split:
+
+- ``sum``, ``prod``, ``max``, ``min`` and ``any``, whose partial results combine with the same
+  reduction (``argmax``/``argmin`` and ``welford`` would need pairs and triples);
+- at most ``max-outputs`` outputs and at least ``min-size`` reduced elements, all sizes static
+  (a column reduction of 64 outputs also runs on two programs of 32 columns);
+- a float ``sum``/``prod`` only in f32 or f64: the partials have the result's dtype, and f16/bf16
+  partials would round once per chunk where the unsplit reduction rounds once;
+- the outermost reduction loop must have a divisor ``d`` (the number of chunks) with at least
+  ``min-chunk`` elements per chunk; the largest such ``d`` up to ``parts`` is taken, and at
+  most 8,192 partial results (outputs x chunks) are made.
+
+The pass runs before ``deps`` (it is in the ``cuda`` pipeline, not in ``fusion``: the C++ and
+llvm back ends parallelize over pointwise loops and run these reductions on one core either way).
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+from fir.ir.dtypes import DType
+from fir.ir.graph import Body, BodyOp, BodyValue, Graph, LoopNode, Module, Value
+from fir.ir.symbolic import index_var
+from fir.ir.types import TensorType
+
+from ..base import Option, Pass
+
+# partial results combine with the reduction that made them
+SPLITTABLE = ("sum", "prod", "max", "min", "any")
+# the most partial results (outputs x chunks) a split makes
+PARTIALS = 8192
+
+
+class SplitReductionsPass(Pass):
+    name = "split-reductions"
+    summary = "split reductions with few outputs into per-chunk partials and their reduction"
+    input_level = "loop"
+    options = {
+        "max-outputs": Option(int, 512, "split only reductions with at most this many outputs"),
+        "min-size": Option(int, 4096, "split only reductions of at least this many elements"),
+        "parts": Option(int, 64, "the most chunks a reduction is split into"),
+        "min-chunk": Option(int, 256, "the fewest reduced elements in one chunk"),
+    }
+
+    def apply(self, module: Module) -> Module:
+        for g in module.funcs:
+            done = split_graph(g, self.max_outputs, self.min_size, self.parts, self.min_chunk)  # type: ignore[attr-defined]
+            self.statistics["split"] = self.statistics.get("split", 0) + done
+        return module
+
+
+def split_graph(g: Graph, max_outputs: int, min_size: int, parts: int, min_chunk: int) -> int:
+    """Split every reduction of ``g`` the rules allow (nodes of a kernel are left alone: their
+    fusion was decided); returns how many were split."""
+    in_kernel = {id(n) for k in g.kernels for n in k.nodes}
+    taken = {v.name for v in g.values()}
+    out: list = []
+    done = 0
+    for n in g.nodes:
+        chunks = (
+            0
+            if id(n) in in_kernel or not isinstance(n, LoopNode)
+            else chunk_count(n, max_outputs, min_size, parts, min_chunk)
+        )
+        if chunks < 2:
+            out.append(n)
+            continue
+        first, second = split_node(n, chunks, _fresh(f"{n.results[0].name}.part", taken))
+        out += [first, second]
+        done += 1
+    g.nodes = out
+    return done
+
+
+def chunk_count(n: LoopNode, max_outputs: int, min_size: int, parts: int, min_chunk: int) -> int:
+    """How many chunks ``n``'s reduction is split into; 0 where it is not split."""
+    if n.reduction not in SPLITTABLE or len(n.results) != 1 or n.body is None:
+        return 0
+    dtype = n.results[0].type.dtype
+    if n.reduction in ("sum", "prod") and dtype.is_float and dtype not in (DType.F32, DType.F64):
+        return 0
+    sizes = [s for _, s in n.ranges + n.reduction_ranges]
+    if not all(isinstance(s, int) for s in sizes):
+        return 0
+    outputs = math.prod(s for _, s in n.ranges)
+    total = math.prod(s for _, s in n.reduction_ranges)
+    if outputs > max_outputs or total < min_size:
+        return 0
+    outer = n.reduction_ranges[0][1]
+    assert isinstance(outer, int)
+    best = 0
+    # outputs x chunks partial results at most: enough programs to fill a GPU, few enough
+    # that the second reduction stays small
+    for d in range(2, min(parts, outer, max(2, PARTIALS // outputs)) + 1):
+        if outer % d == 0 and total // d >= min_chunk:
+            best = d
+    return best
+
+
+def split_node(n: LoopNode, chunks: int, part_name: str) -> tuple[LoopNode, LoopNode]:
+    """The node reducing each of ``chunks`` chunks of ``n``'s outermost reduction loop, and the
+    node reducing their partial results into ``n``'s result."""
+    assert n.body is not None
+    result = n.results[0]
+    outer_var, outer_size = n.reduction_ranges[0]
+    assert isinstance(outer_size, int)
+    chunk = outer_size // chunks
+    # the first node's loops: the chunk number (i0), the old pointwise loops (i1, …), the
+    # reduction loops as they were, the outermost now one chunk long
+    renamed = {v: index_var(f"i{k + 1}") for k, (v, _) in enumerate(n.ranges)}
+    chunk_var = index_var("i0")
+    ranges = [(chunk_var, chunks)] + [(renamed[v], s) for v, s in n.ranges]
+    red = [(outer_var, chunk)] + list(n.reduction_ranges[1:])
+    subst: dict[sympy.Basic, sympy.Expr] = dict(renamed)
+    subst[outer_var] = chunk * chunk_var + outer_var
+    ops = [_with_index(op, subst) for op in n.body.ops]
+    part = Value(part_name, TensorType(result.type.dtype, (chunks,) + tuple(result.type.shape)))
+    first = LoopNode(
+        results=[part],
+        attrs={"realized": f"split reduction: {chunks} chunks of %{result.name}"},
+        loc=n.loc,
+        reduction=n.reduction,
+        ranges=ranges,
+        reduction_ranges=red,
+        body=Body(ops, n.body.result, n.body.yield_loc),
+    )
+    part.owner = first
+    # the second node: the old pointwise loops, one reduction loop over the chunks
+    outputs = math.prod(s for _, s in n.ranges)  # type: ignore[misc]
+    linear: sympy.Expr = sympy.Integer(0)
+    stride = 1
+    for v, s in reversed(n.ranges):
+        linear += stride * v
+        stride *= s  # type: ignore[assignment]
+    r0 = index_var("r0")
+    loaded = BodyValue("0", result.type.dtype)
+    load = BodyOp("load", loaded, buffer=part, index=outputs * r0 + linear, loc=n.loc)
+    loaded.owner = load
+    second = LoopNode(
+        results=[result],
+        attrs=dict(n.attrs),
+        loc=n.loc,
+        reduction=n.reduction,
+        ranges=list(n.ranges),
+        reduction_ranges=[(r0, chunks)],
+        body=Body([load], loaded),
+    )
+    result.owner = second
+    return first, second
+
+
+def _with_index(op: BodyOp, subst: dict[sympy.Basic, sympy.Expr]) -> BodyOp:
+    """``op`` with its index (a load's or an ``index`` op's) rewritten by ``subst``; other ops
+    are shared, unchanged (the old node is dropped)."""
+    if isinstance(op.index, sympy.Basic):
+        op.index = op.index.xreplace(subst)
+    return op
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    k, out = 1, name
+    while out in taken:
+        k += 1
+        out = f"{name}{k}"
+    taken.add(out)
+    return out
