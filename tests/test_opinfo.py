@@ -472,7 +472,8 @@ def write_docs(
         "# OpInfo conformance",
         "",
         "PyTorch's OpInfo database (`torch.testing._internal.common_methods_invocations.op_db`)",
-        'run through `torch.compile(backend="fir")` (the `fusion` pipeline, '
+        'run through `torch.compile(backend="fir")` '
+        f"(the `{'cuda' if DEVICE == 'cuda' and not BACKEND else 'fusion'}` pipeline, "
         f"{ {'llvm': 'llvmlite'}.get(BACKEND or '', 'C++' if DEVICE == 'cpu' else 'Triton') } "
         "kernels) and compared with",
         f"eager PyTorch on float32 {DEVICE.upper()} sample inputs (at most {MAX_SAMPLES} per "
