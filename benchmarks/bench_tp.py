@@ -160,14 +160,21 @@ def run(args: argparse.Namespace) -> None:
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
             before = len(FALLBACKS)
-            compiled, seen = compile_counted(block, backend)
-            out = compiled(x)
+            start = time.perf_counter()
+            try:
+                compiled, seen = compile_counted(block, backend)
+                out = compiled(x)
+            except Exception as e:  # one compiler's failure is a row of the report, not a crash
+                rows[backend] = {"failed": f"{type(e).__name__}: {str(e)[:300]}"}
+                print(f"rank {rank}: {backend} failed: {e}", file=sys.stderr)
+                continue
             breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
             rows[backend] = {
                 "graphs": seen["graphs"],
                 "breaks": breaks,
                 "error": (out.float() - want.float()).abs().max().item(),
                 "pytorch": len(FALLBACKS) - before,  # FIR graphs PyTorch ran instead
+                "compile_s": time.perf_counter() - start,
             }
             runners[backend] = compiled
         rows["eager"] = {
@@ -202,11 +209,16 @@ def report(
         "| max abs diff vs unsharded |",
         "|---|---|---|---|---|---|",
     ]
+    base = rows["inductor"].get("ms") or rows["eager"]["ms"]
     for k in ("eager", "inductor", "fir"):
         r = rows[k]
+        if "failed" in r:
+            lines.append(f"| {k} | failed: {r['failed']} | | | | |")
+            continue
+        first = f" (first call {r['compile_s']:.1f} s)" if "compile_s" in r else ""
         lines.append(
-            f"| {k} | {_counts(r['graphs'], r['breaks'])} | {r['pytorch']} | {r['ms']:.3f} ms | "
-            f"{r['ms'] / rows['inductor']['ms']:.2f} | {r['error']:.3g} |"
+            f"| {k} | {_counts(r['graphs'], r['breaks'])} | {r['pytorch']} | {r['ms']:.3f} ms"
+            f"{first} | {r['ms'] / base:.2f} | {r['error']:.3g} |"
         )
     table = "\n".join(lines)
     print(table)
