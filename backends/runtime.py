@@ -31,6 +31,7 @@ import sympy
 import torch
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
+from fir.ir.externs import kept_results
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
@@ -436,7 +437,7 @@ class _Call:
             out = fn(
                 *[conv(a) for a in node.args], **{key: conv(v) for key, v in node.kwargs.items()}
             )
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        outs = kept_results(node, out)
         for r, t in zip(node.results, outs):
             b = self.plan.buffers.get(r.name)
             if b is None:

@@ -122,6 +122,30 @@ def _counts(compiled_graphs: int, breaks: int) -> str:
     return f"{compiled_graphs} / {breaks}"
 
 
+def _steps(module: Any) -> list[str]:
+    """What the compiled program runs, in order: fused kernels, loop nodes, extern calls (views
+    are aliases: they run nothing)."""
+    from fir.ir.graph import AliasNode, ExternNode
+
+    out: list[str] = []
+    for f in module.funcs:
+        kernel_of = f.kernel_of()
+        seen: set[int] = set()
+        for n in f.nodes:
+            if isinstance(n, AliasNode):  # a view of a buffer: nothing runs
+                continue
+            k = kernel_of.get(id(n))
+            if k is not None:
+                if id(k) not in seen:
+                    seen.add(id(k))
+                    out.append(f"kernel @{k.name} ({len(k.nodes)} nodes)")
+            elif isinstance(n, ExternNode):
+                out.append(n.callee)
+            else:
+                out.append(f"loop %{n.results[0].name}")
+    return out
+
+
 def compile_counted(block: Block, backend: str) -> tuple[Any, dict[str, int]]:
     """``block`` compiled by ``backend``, and a record of the graphs its backend received."""
     seen = {"graphs": 0}
@@ -154,7 +178,8 @@ def run(args: argparse.Namespace) -> None:
         want = reference(x)
         rows: dict[str, dict[str, Any]] = {}
         runners: dict[str, Any] = {"eager": block}
-        from fir.frontend.backend import FALLBACKS
+        from fir.frontend.backend import COMPILED, FALLBACKS
+        from fir.frontend.explain import wait_placement
 
         for backend in ("inductor", "fir"):
             torch._dynamo.reset()
@@ -169,6 +194,12 @@ def run(args: argparse.Namespace) -> None:
                 print(f"rank {rank}: {backend} failed: {e}", file=sys.stderr)
                 continue
             breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+            if backend == "fir" and COMPILED:
+                module = COMPILED[-1].module
+                rows["fir_ir"] = {
+                    "waits": [w for f in module.funcs for w in wait_placement(f)],
+                    "steps": _steps(module),
+                }
             rows[backend] = {
                 "graphs": seen["graphs"],
                 "breaks": breaks,
@@ -220,6 +251,12 @@ def report(
             f"| {k} | {_counts(r['graphs'], r['breaks'])} | {r['pytorch']} | {r['ms']:.3f} ms"
             f"{first} | {r['ms'] / base:.2f} | {r['error']:.3g} |"
         )
+    ir = rows.get("fir_ir")
+    if ir:
+        lines += ["", "FIR's program on rank 0, in order:", ""]
+        lines += [f"{k}. {step}" for k, step in enumerate(ir["steps"], 1)]
+        lines += ["", "Where each wait stands (`fir.explain`):", ""]
+        lines += [f"- {w}" for w in ir["waits"]] or ["- (no collective)"]
     table = "\n".join(lines)
     print(table)
     if smoke:

@@ -54,6 +54,8 @@ class Explanation:
     copies: list[str] = field(default_factory=list)  # "%v: why" for each view still copied
     # collective calls and their waits (``effect = "collective"``), in program order
     collectives: list[str] = field(default_factory=list)
+    # for each collective: where its wait stands and what runs between them (the overlap)
+    waits: list[str] = field(default_factory=list)
 
     @property
     def graph_break_count(self) -> int:
@@ -94,6 +96,7 @@ class Explanation:
                 f"collectives: {len(self.collectives)} in program order: "
                 + ", ".join(self.collectives)
             )
+            lines.extend(f"  {w}" for w in self.waits)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -160,7 +163,71 @@ def explain_call(
     if ex.kernel_count is not None:
         _count_views(ex, [g.module for g in graphs])
     ex.collectives = _collectives([g.module for g in graphs])
+    ex.waits = [w for g in graphs for f in g.module.funcs for w in wait_placement(f)]
     return ex
+
+
+def wait_placement(f: Any) -> list[str]:
+    """For each collective call of ``f`` (after the pipeline): what runs between it and its
+    wait, which is the work that overlaps the communication, and the node the wait stands
+    before."""
+    from fir.ir.graph import AliasNode, ExternNode
+    from fir.passes.analysis.deps import effect_of, is_wait
+
+    kernel_of = f.kernel_of()
+    out: list[str] = []
+    nodes = list(f.nodes)
+    for pos, n in enumerate(nodes):
+        if effect_of(n) != "collective" or is_wait(n):
+            continue
+        data = n.results[0]
+        wait_pos = next(
+            (
+                k
+                for k in range(pos + 1, len(nodes))
+                if is_wait(nodes[k]) and any(a is data for a in nodes[k].args)
+            ),
+            None,
+        )
+        what = f"{_short(n.callee)} %{data.name}"
+        if wait_pos is None:
+            out.append(f"{what}: no wait in this graph (a later graph waits)")
+            continue
+        units: list[str] = []
+        for m in nodes[pos + 1 : wait_pos]:
+            if isinstance(m, AliasNode):  # a view: no work, nothing runs
+                continue
+            k = kernel_of.get(id(m))
+            label = (
+                f"kernel @{k.name}"
+                if k is not None
+                else (_short(m.callee) if isinstance(m, ExternNode) else f"%{m.results[0].name}")
+            )
+            if label not in units:
+                units.append(label)
+        later = [m for m in nodes[wait_pos + 1 :] if not isinstance(m, AliasNode)]
+        after = later[0] if later else None
+        if after is None:
+            where = "at the end of the graph"
+        else:
+            k = kernel_of.get(id(after))
+            name = f"kernel @{k.name}" if k is not None else f"%{after.results[0].name}"
+            reads = any(v is data for v in after.operand_values()) or (
+                k is not None and any(v is data for m in k.nodes for v in m.operand_values())
+            )
+            where = f"before {name}" + (", which reads the data" if reads else "")
+        overlap = (
+            f"overlapped by {len(units)}: {', '.join(units)}"
+            if units
+            else "nothing overlaps it (everything after the collective needs its data)"
+        )
+        out.append(f"{what}: wait {where}; {overlap}")
+    return out
+
+
+def _short(callee: str) -> str:
+    """``_c10d_functional.all_reduce.default`` -> ``all_reduce``."""
+    return callee.split(".")[1] if callee.count(".") == 2 else callee
 
 
 def _collectives(modules: list[Any]) -> list[str]:

@@ -258,7 +258,10 @@ class Importer:
         if name in ASSERTIONS:
             self.assertion(n, name)
             return
-        if not name.startswith(("aten.", "prims.")) and name not in converters:
+        # an operator of another namespace (a torch.library custom op) is an extern call like
+        # any op FIR has no mapping for; a Python callable in an aten graph is not an op
+        is_op = isinstance(n.target, torch._ops.OpOverload)
+        if not is_op and not name.startswith(("aten.", "prims.")) and name not in converters:
             raise UnsupportedError(
                 f"{n.name}: call of {name} is not an aten op; import an aten-level graph"
             )
@@ -350,11 +353,18 @@ class Importer:
         val = meta_value(n)
         multi = isinstance(val, (tuple, list))
         vals = list(val) if multi else [val]
+        # results that are not tensors (cuDNN attention's None and sizes) are no values of the
+        # program: the call keeps the positions of its tensors (``results = [...]``) and a
+        # reader of one of the others gets it as the trace saw it
+        kept = [k for k, v in enumerate(vals) if isinstance(v, torch.Tensor)]
         for k, v in enumerate(vals):
-            if not isinstance(v, torch.Tensor):
+            if not isinstance(v, (torch.Tensor, type(None), bool, int, float)):
                 raise UnsupportedError(
-                    f"{n.name}: {name} returns a {type(v).__name__} as result #{k}; FIR needs tensor results"
+                    f"{n.name}: {name} returns a {type(v).__name__} as result #{k}; FIR needs "
+                    "tensor results (or None and constant numbers)"
                 )
+        if not kept:
+            raise UnsupportedError(f"{n.name}: {name} returns no tensor")
         node = ExternNode(
             results=[],
             callee=name,
@@ -367,14 +377,19 @@ class Importer:
         node.results = [
             Value(
                 self.unique(base if k == 0 else f"{base}_{k}"),
-                tensor_type(v, keep_layout=True),
+                tensor_type(vals[k], keep_layout=True),
                 node,
-                k,
+                j,
             )
-            for k, v in enumerate(vals)
+            for j, k in enumerate(kept)
         ]
+        if len(kept) != len(vals):
+            node.attrs["results"] = kept
         self.graph.nodes.append(node)
-        self.values[n] = node.results if multi else node.results[0]
+        by_position = dict(zip(kept, node.results))
+        self.values[n] = (
+            [by_position.get(k, v) for k, v in enumerate(vals)] if multi else node.results[0]
+        )
 
 
 def _extern_arg(a: Any, op: str) -> Any:

@@ -37,3 +37,12 @@ def decode_torch_object(text: str) -> Any:
     if kind in ("memory_format", "layout"):
         return getattr(torch, name)
     return text
+
+
+def kept_results(node: Any, out: Any) -> list[Any]:
+    """The results of an extern call that ``node`` names, in its results' order: all of them,
+    or, where the call also returns values that are not tensors (``None``, sizes: cuDNN
+    attention's), the positions its ``results`` attribute lists."""
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    positions = node.attrs.get("results")
+    return outs if positions is None else [outs[k] for k in positions]

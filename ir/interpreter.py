@@ -42,7 +42,7 @@ from .errors import (
     Location,
     format_bytes,
 )
-from .externs import decode_torch_object
+from .externs import decode_torch_object, kept_results
 from .graph import (
     AliasNode,
     Body,
@@ -634,7 +634,7 @@ class _Run:
             # a call made for its effect (an assertion, aten._print): its result is a token
             t = node.results[0].type
             out = torch.empty(self.shape(t), dtype=t.dtype.to_torch())
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        outs = kept_results(node, out)
         for k, o in enumerate(outs):
             if not isinstance(o, torch.Tensor):
                 raise InterpreterError(

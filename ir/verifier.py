@@ -310,6 +310,19 @@ class _GraphVerifier:
             raise self.error("extern call names no callee", n.loc, n)
         if not n.results:
             raise self.error("extern call has no results", n.loc, n)
+        kept = n.attrs.get("results")
+        if kept is not None and (
+            not isinstance(kept, list)
+            or len(kept) != len(n.results)
+            or not all(_is_int(k) and k >= 0 for k in kept)
+            or kept != sorted(set(kept))
+        ):
+            raise self.error(
+                f"'results' must list, in increasing order, the positions of the call's "
+                f"{len(n.results)} result(s) among what it returns",
+                n.loc,
+                n,
+            )
         mutates = n.attrs.get("mutates")
         if mutates is not None:
             if not isinstance(mutates, list) or not all(_is_int(k) for k in mutates):

@@ -57,9 +57,62 @@ def test_deps_chain_effectful_calls_in_program_order() -> None:
     text = _TWO_SIDES.replace("  return %a, %b, %c", "  %d = add %c, %b : f32[64]\n  return %a, %d")
     m = _run(text.replace("(f32[64], f32[64], f32[64])", "(f32[64], f32[64])"), "lower,deps")
     nodes = {n.results[0].name: n for n in m.funcs[0].nodes}
-    assert [(w.buffer, w.mutated) for w in nodes["w"].deps.weak] == [("c", "c")]
+    # the wait follows its collective through %c, which it reads; it is not on the effect chain
+    assert nodes["w"].deps.weak == []
     # the reader of the collective's result runs after the wait (a mutation of %c)
     assert ("w", "c") in [(w.buffer, w.mutated) for w in nodes["d"].deps.weak]
+
+
+def test_collectives_chain_among_themselves_not_through_their_waits() -> None:
+    text = """
+func @f(%x: f32[8], %y: f32[8]) -> (f32[8], f32[8]) {
+  %c1 = extern "lib.all_reduce"(%x) {effect = "collective"} : f32[8]
+  %w1 = extern "lib.wait"(%c1) {effect = "collective", mutates = [0]} : f32[8]
+  %c2 = extern "lib.all_reduce"(%y) {effect = "collective"} : f32[8]
+  %w2 = extern "lib.wait"(%c2) {effect = "collective", mutates = [0]} : f32[8]
+  return %c1, %c2
+}
+"""
+    g = _run(text, "deps,dce").funcs[0]
+    nodes = {n.results[0].name: n for n in g.nodes}
+    assert [(w.buffer, w.mutated) for w in nodes["c2"].deps.weak] == [("c1", "c1")]
+    # both communications start before either wait
+    assert [n.results[0].name for n in g.nodes] == ["c1", "c2", "w1", "w2"]
+
+
+# %e is returned too, so it is realized (not inlined into %d, after the wait)
+_OVERLAP = """
+func @f(%x: f32[64], %y: f32[64]) -> (f32[64], f32[64]) {
+  %c = extern "lib.all_reduce"(%x) {effect = "collective"} : f32[64]
+  %w = extern "lib.wait"(%c) {effect = "collective", mutates = [0]} : f32[64]
+  %b = sin %y : f32[64]
+  %e = exp %b : f32[64]
+  %d = add %c, %e : f32[64]
+  return %d, %e
+}
+"""
+
+
+def test_a_wait_goes_as_late_as_its_readers_allow() -> None:
+    """The work that does not need the collective's data runs between the collective and its
+    wait (it overlaps the communication); the reader comes after the wait; the values match."""
+    from fir.frontend.explain import wait_placement
+
+    g = _run(_OVERLAP, "decompose,lower,inline,deps,dce,fuse,reorder,plan-memory").funcs[0]
+    names = [n.results[0].name for n in g.nodes]
+    assert names.index("c") < names.index("e") < names.index("w") < names.index("d"), names
+    (line,) = wait_placement(g)
+    assert line == "lib.all_reduce %c: wait before %d, which reads the data; overlapped by 1: %e"
+    # a wait whose reader comes at once: nothing overlaps it
+    direct = (
+        _OVERLAP.replace("  %b = sin %y : f32[64]\n  %e = exp %b : f32[64]\n", "")
+        .replace("%d = add %c, %e", "%d = add %c, %y")
+        .replace("return %d, %e", "return %d")
+        .replace("(f32[64], f32[64]) {", "(f32[64]) {")
+    )
+    g = _run(direct, "decompose,lower,inline,deps,dce,fuse").funcs[0]
+    (line,) = wait_placement(g)
+    assert line.endswith("nothing overlaps it (everything after the collective needs its data)")
 
 
 def test_fuse_keeps_the_work_on_each_side_of_a_collective_apart() -> None:
@@ -319,6 +372,8 @@ def test_tensor_parallel_mlp_on_two_gloo_processes(tmp_path: Path) -> None:
         assert r["unsharded_error"] < 1e-4, r
         assert r["collectives"] == ["all_reduce", "wait_tensor"], summary
         assert "collectives: 2 in program order: all_reduce, wait_tensor" in summary
+        # the residual and rms_norm need the sum: nothing can overlap the all_reduce here
+        assert "which reads the data; nothing overlaps it" in summary, summary
         steps: list[Any] = r["steps"]
         ar = steps.index("_c10d_functional.all_reduce.default")
         assert steps[ar + 1] == "_c10d_functional.wait_tensor.default", steps

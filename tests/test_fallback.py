@@ -210,3 +210,36 @@ def test_a_converter_that_crashes_raises_instead_of_falling_back(
     text = _dump_path(str(e.value)).read_text()
     # nothing was imported: the dump holds the aten graph instead
     assert "stages that ran: none" in text and "torch.ops.aten.sin.default" in text
+
+
+_LIB = torch.library.Library("firtest", "DEF")
+_LIB.define("with_none(Tensor x) -> (Tensor, Tensor?, int, Tensor)")
+
+
+def _with_none(x: torch.Tensor) -> tuple[torch.Tensor, None, int, torch.Tensor]:
+    return x * 2, None, 7, x + 1
+
+
+_LIB.impl("with_none", _with_none, "CompositeExplicitAutograd")
+_LIB._register_fake("with_none", _with_none)
+
+
+def test_an_extern_call_that_returns_none_and_numbers_among_its_tensors() -> None:
+    """cuDNN attention (the H100's choice for bf16 SDPA) returns None and sizes beside its
+    tensors: the call keeps the positions of its tensors (``results = [0, 3]``), and the graph
+    compiles instead of falling back."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        a, _, n, b = torch.ops.firtest.with_none(x.sin())
+        return (a + b) * n
+
+    x = torch.randn(8)
+    start = len(fir_backend.FALLBACKS)
+    ex = fir.explain(f, x)
+    assert not ex.graphs_run_by_pytorch and len(fir_backend.FALLBACKS) == start
+    assert ex.fallbacks["firtest.with_none.default"] == 1  # no FIR mapping: an extern call
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, backend="fir")(x), f(x))
+    module = fir_backend.COMPILED[-1].module
+    (call,) = [n for n in module.funcs[0].nodes if getattr(n, "callee", "").startswith("firtest")]
+    assert call.attrs["results"] == [0, 3] and len(call.results) == 2

@@ -11,8 +11,11 @@ For each node (see :mod:`fir.ir.deps` for the data model):
 * a tensor-level op (a pipeline stopped before ``lower``) reads and writes StarDeps;
 * around a mutation, :class:`WeakDep` orders the mutating call after the nodes that read the
   buffer before it, and the later readers after the mutating call;
-* an extern call with an ``effect`` attribute (a collective, its wait, an assertion) gets a
-  :class:`WeakDep` on the previous such call, so effectful calls keep their program order.
+* an extern call with an ``effect`` attribute (a collective, an assertion) gets a
+  :class:`WeakDep` on the previous such call, so effectful calls keep their program order; a
+  collective's wait is not on that chain (it follows its collective through the buffer it
+  writes, and its readers follow it), so that ``dce`` can place it as late as its readers
+  allow (:func:`schedule_rank`).
 
 Users and ancestors follow from those: a node's users read one of its results (or hold a weak
 dependency on it); its ancestors are the nodes it depends on transitively.
@@ -151,6 +154,21 @@ def effect_of(n: Node) -> str | None:
     return effect if isinstance(effect, str) else None
 
 
+def is_wait(n: Node) -> bool:
+    """A collective's wait: an in-place write (``mutates``) on the collective effect chain."""
+    return effect_of(n) == "collective" and "mutates" in n.attrs
+
+
+def schedule_rank(n: Node) -> int:
+    """Where a topological order puts a node among those ready to run: -1 a collective (its
+    communication starts as soon as its inputs are there), 1 a collective's wait (as late as
+    its readers allow, so that the work that does not need the data overlaps the
+    communication), 0 the rest (program order)."""
+    if effect_of(n) != "collective":
+        return 0
+    return 1 if "mutates" in n.attrs else -1
+
+
 def mutation_deps(g: Graph) -> dict[Node, list[WeakDep]]:
     """Weak dependencies around in-place writes, in program order: a mutating node runs after
     the nodes that read the buffer since its last mutation (and after that mutation, which
@@ -168,7 +186,7 @@ def mutation_deps(g: Graph) -> dict[Node, list[WeakDep]]:
     for n in g.nodes:
         name = n.results[0].name
         weak: list[WeakDep] = []
-        if effect_of(n) is not None:
+        if effect_of(n) is not None and not is_wait(n):
             if last_effect is not None:
                 weak.append(WeakDep(last_effect, last_effect))
             last_effect = name
@@ -260,27 +278,33 @@ def names_in_mask(mask: int, names: list[str]) -> list[str]:
     return list(compress(names, selectors))
 
 
-def topological_order(preds: list[list[int]], names: list[str] | None = None) -> list[int]:
+def topological_order(
+    preds: list[list[int]], names: list[str] | None = None, ranks: list[int] | None = None
+) -> list[int]:
     """Positions in a dependency-respecting order that keeps program order wherever the
-    dependencies allow (the smallest ready position first). A cycle is a :class:`FirError`."""
+    dependencies allow (the smallest ready position first). ``ranks`` (one per position, see
+    :func:`schedule_rank`) come before positions: of the ready nodes, a lower rank runs first.
+    A cycle is a :class:`FirError`."""
     count = len(preds)
-    if all(p < pos for pos, ps in enumerate(preds) for p in ps):
+    ranked = ranks is not None and any(ranks)
+    if not ranked and all(p < pos for pos, ps in enumerate(preds) for p in ps):
         return list(range(count))
+    key = (lambda pos: (ranks[pos], pos)) if ranked else (lambda pos: (0, pos))  # type: ignore[index]
     waiting = [len(set(ps)) for ps in preds]
     succs: list[list[int]] = [[] for _ in preds]
     for pos, ps in enumerate(preds):
         for p in set(ps):
             succs[p].append(pos)
-    ready = [pos for pos in range(count) if waiting[pos] == 0]
+    ready = [key(pos) for pos in range(count) if waiting[pos] == 0]
     heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        pos = heapq.heappop(ready)
+        _, pos = heapq.heappop(ready)
         order.append(pos)
         for s in succs[pos]:
             waiting[s] -= 1
             if waiting[s] == 0:
-                heapq.heappush(ready, s)
+                heapq.heappush(ready, key(s))
     if len(order) < count:
         raise FirError(_cycle_message(preds, {p for p in range(count) if waiting[p]}, names))
     return order

@@ -6,7 +6,10 @@ Removal is transitive: a node read only by dead nodes is dead too.
 
 The surviving nodes are then put in a topological order of their data dependencies and weak
 (mutation) dependencies. The order is stable: of the nodes ready to run, the one earliest in
-the input comes first, so a program already in order is left as it is. A cycle is an error.
+the input comes first, so a program already in order is left as it is, with one exception for
+communication: a collective call runs as soon as its inputs are computed, and its wait as late
+as its readers allow (after every node that does not depend on the data), so that the work in
+between overlaps the communication. A cycle is an error.
 
 Dependencies recorded by ``deps`` stay valid: weak dependencies on removed nodes are dropped,
 and users and ancestors are recomputed for the nodes that record them.
@@ -26,6 +29,7 @@ from ..analysis.deps import (
     mutation_deps,
     node_links,
     predecessors,
+    schedule_rank,
     topological_order,
 )
 from ..base import Pass
@@ -62,7 +66,8 @@ def eliminate_dead_nodes(g: Graph) -> tuple[int, int]:
         if g.kernels:
             order = _order_with_kernels(g, preds)
         else:
-            order = topological_order(preds, [n.results[0].name for n in g.nodes])
+            names = [n.results[0].name for n in g.nodes]
+            order = topological_order(preds, names, [schedule_rank(n) for n in g.nodes])
     except FirError as e:
         raise FirError(f"in @{g.name}: {e.message}", g.loc) from None
     moved = sum(1 for k, pos in enumerate(order) if k != pos)
@@ -102,7 +107,8 @@ def _order_with_kernels(g: Graph, preds: list[list[int]]) -> list[int]:
         members = units[unit_index[id(k)]]
         order_in = {id(n): j for j, n in enumerate(k.nodes)}
         members.sort(key=lambda pos: order_in[id(g.nodes[pos])])
-    return [pos for u in topological_order(unit_preds, names) for pos in units[u]]
+    ranks = [schedule_rank(g.nodes[u[0]]) if len(u) == 1 else 0 for u in units]
+    return [pos for u in topological_order(unit_preds, names, ranks) for pos in units[u]]
 
 
 def _keeps_itself(n: Node) -> bool:
