@@ -472,3 +472,45 @@ def test_a_constant_tensor_lives_on_the_programs_device() -> None:
   return %r
 }"""
     check(text)
+
+
+def test_modules_load_into_the_context_of_their_device() -> None:
+    """A compile thread whose current context is device 0's (the CUDA runtime makes it on a new
+    thread) must load a program for device 1 into device 1's primary context: rank 1 of a
+    tensor-parallel job failed its first launch with CUDA_ERROR_INVALID_HANDLE. The driver is
+    faked: no GPU here."""
+    import ctypes
+    import threading
+
+    from fir.backends.triton.launch import _Driver
+
+    class FakeCuda:
+        def __init__(self) -> None:
+            self.current = 1000  # device 0's primary context
+            self.set_to: list[int] = []
+
+        def cuDeviceGet(self, out: object, ordinal: int) -> int:  # noqa: N802
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_int))[0] = ordinal
+            return 0
+
+        def cuDevicePrimaryCtxRetain(self, out: object, device: int) -> int:  # noqa: N802
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = 1000 + device
+            return 0
+
+        def cuCtxGetCurrent(self, out: object) -> int:  # noqa: N802
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = self.current
+            return 0
+
+        def cuCtxSetCurrent(self, ctx: ctypes.c_void_p) -> int:  # noqa: N802
+            self.current = int(ctx.value or 0)
+            self.set_to.append(self.current)
+            return 0
+
+    d = object.__new__(_Driver)
+    d.lib = FakeCuda()  # type: ignore[assignment]
+    d.primary, d.primary_lock = {}, threading.Lock()
+    d.make_current(1)
+    assert d.lib.set_to == [1001]  # type: ignore[attr-defined]
+    d.make_current(1)  # already current: nothing to do
+    d.make_current(0)
+    assert d.lib.set_to == [1001, 1000]  # type: ignore[attr-defined]

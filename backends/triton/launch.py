@@ -60,6 +60,8 @@ class _Driver:
         lib = ctypes.CDLL("libcuda.so.1")
         p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
         self.lib = lib
+        self.primary: dict[int, int] = {}  # device ordinal -> its primary context (retained)
+        self.primary_lock = threading.Lock()
         self.launch = lib.cuLaunchKernel
         self.launch.argtypes = [p, u, u, u, u, u, u, u, p, p, p]
         self.launch.restype = i
@@ -87,19 +89,26 @@ class _Driver:
             raise LaunchError(f"{what}: {text}")
 
     def make_current(self, ordinal: int) -> None:
-        """The device's primary context (torch's) current on this thread: a compile thread of
-        the pool has none yet."""
-        ctx = ctypes.c_void_p()
-        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-        if ctx.value:
-            return
-        device = ctypes.c_int()
-        self.check(self.lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
-        self.check(
-            self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device.value),
-            "cuDevicePrimaryCtxRetain",
-        )
-        self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        """The device's primary context (torch's) current on this thread, so that a module
+        loads into the context the program launches in. A compile thread of the pool has no
+        context yet, or device 0's (a call into the CUDA runtime on a new thread makes that
+        one): a program for device 1 (rank 1 of a tensor-parallel job) loaded there failed
+        its first launch with CUDA_ERROR_INVALID_HANDLE."""
+        with self.primary_lock:
+            want = self.primary.get(ordinal)
+            if want is None:
+                device = ctypes.c_int()
+                self.check(self.lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+                ctx = ctypes.c_void_p()
+                self.check(
+                    self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device.value),
+                    "cuDevicePrimaryCtxRetain",
+                )
+                want = self.primary[ordinal] = int(ctx.value or 0)
+        current = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(current)), "cuCtxGetCurrent")
+        if current.value != want:
+            self.check(self.lib.cuCtxSetCurrent(ctypes.c_void_p(want)), "cuCtxSetCurrent")
 
 
 _driver: _Driver | None = None
