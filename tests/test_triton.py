@@ -514,3 +514,19 @@ def test_modules_load_into_the_context_of_their_device() -> None:
     d.make_current(1)  # already current: nothing to do
     d.make_current(0)
     assert d.lib.set_to == [1001, 1000]  # type: ignore[attr-defined]
+
+
+def test_compile_options_fix_what_triton_versions_default_differently(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Subnormals kept, multiply-adds fused (Triton 3.9 warns that 3.10 stops fusing by
+    default): FIR's kernels compute the same on every Triton that has the options."""
+    from fir.backends.triton.helpers import _launch_options
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    fields = CUDAOptions.__dataclass_fields__
+    options = _launch_options()
+    assert options.get("enable_fp_fusion", True) is True
+    assert ("enable_fp_fusion" in options) == ("enable_fp_fusion" in fields)
+    assert ("enable_reflect_ftz" in options) == ("enable_reflect_ftz" in fields)
