@@ -366,6 +366,17 @@ class Graph:
         return f"{prefix}{k}"
 
 
+def unique_name(name: str, taken: set[str], sep: str = "") -> str:
+    """``name``, or ``name{sep}2``, ``name{sep}3`` … : the first not in ``taken``, which it
+    joins."""
+    k, out = 1, name
+    while out in taken:
+        k += 1
+        out = f"{name}{sep}{k}"
+    taken.add(out)
+    return out
+
+
 @dataclass(eq=False)
 class Module:
     funcs: list[Graph] = field(default_factory=list)

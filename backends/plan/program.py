@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fir.ir.errors import FirError
-from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Module, TensorOp, Value
+from fir.ir.graph import (
+    AliasNode,
+    ExternNode,
+    Graph,
+    LoopNode,
+    Module,
+    TensorOp,
+    Value,
+    unique_name,
+)
 from fir.ir.kernels import steps
 from fir.ir.types import Dim, TensorType
 
@@ -143,7 +152,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
         first = st.nodes[0]
         if isinstance(first, LoopNode):
             name = st.kernel.name if st.kernel is not None else first.result.name
-            name = _unique(_c_name(name), kernel_names)
+            name = unique_name(_c_name(name), kernel_names, "_")
             plan = plan_kernel(st, name, next_error, scratch_rows)
             next_error += len(plan.errors)
             errors.update(plan.errors)
@@ -228,15 +237,6 @@ def _c_name(name: str) -> str:
     """A kernel name every target accepts: letters, digits and underscores."""
     out = "".join(c if c.isalnum() else "_" for c in name)
     return out if out and not out[0].isdigit() else f"k_{out}"
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    k, out = 1, name
-    while out in taken:
-        k += 1
-        out = f"{name}_{k}"
-    taken.add(out)
-    return out
 
 
 __all__: list[Any] = [

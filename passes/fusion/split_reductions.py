@@ -44,7 +44,7 @@ import math
 
 import sympy
 from fir.ir.dtypes import DType
-from fir.ir.graph import Body, BodyOp, BodyValue, Graph, LoopNode, Module, Value
+from fir.ir.graph import Body, BodyOp, BodyValue, Graph, LoopNode, Module, Value, unique_name
 from fir.ir.symbolic import index_var
 from fir.ir.types import TensorType
 
@@ -90,7 +90,7 @@ def split_graph(g: Graph, max_outputs: int, min_size: int, parts: int, min_chunk
         if chunks < 2:
             out.append(n)
             continue
-        first, second = split_node(n, chunks, _fresh(f"{n.results[0].name}.part", taken))
+        first, second = split_node(n, chunks, unique_name(f"{n.results[0].name}.part", taken))
         out += [first, second]
         done += 1
     g.nodes = out
@@ -180,12 +180,3 @@ def _with_index(op: BodyOp, subst: dict[sympy.Basic, sympy.Expr]) -> BodyOp:
     if isinstance(op.index, sympy.Basic):
         op.index = op.index.xreplace(subst)
     return op
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    k, out = 1, name
-    while out in taken:
-        k += 1
-        out = f"{name}{k}"
-    taken.add(out)
-    return out
