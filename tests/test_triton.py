@@ -516,6 +516,86 @@ def test_modules_load_into_the_context_of_their_device() -> None:
     assert d.lib.set_to == [1001, 1000]  # type: ignore[attr-defined]
 
 
+def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller's ``torch.cuda.set_device`` holds on its own thread only; the compile pool's
+    threads start on device 0. Rank 1 of a tensor-parallel job (device "cuda", current device
+    1) compiled its kernels for device 0 and failed its first launch. Faked: no GPU here."""
+    import threading
+
+    from fir.backends.triton import build, build_program, plan_for_triton
+
+    main = threading.get_ident()
+    loaded: list[tuple[str, int]] = []
+
+    def device_of(device: str) -> tuple[int, tuple[int, int]]:
+        return (1 if threading.get_ident() == main else 0), (9, 0)
+
+    class FakeCubin:
+        def __init__(self, plan: object, cfg: object, fails: bool, fn: object, ordinal: int,
+                     capability: tuple[int, int]) -> None:  # fmt: skip
+            loaded.append((plan.name, ordinal))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(build, "_device_of", device_of)
+    monkeypatch.setattr(build, "CubinKernel", FakeCubin)
+    text = "func @f(%x: f32[8, 16]) -> (f32[8], f32[16]) {\n"
+    text += "  %r = sum %x {dims = [1]} : f32[8]\n  %c = sum %x {dims = [0]} : f32[16]\n"
+    text += "  return %r, %c\n}\n"
+    graph = parse_pipeline("fusion").run(parse_module(text, "<test>")).funcs[0]
+    plan = plan_for_triton(graph)
+    kernels = build_program(plan, "cuda")
+    assert kernels.ordinal == 1
+    assert len(loaded) == 2 and all(ordinal == 1 for _, ordinal in loaded), loaded
+
+
+def test_a_launch_from_another_devices_thread_runs_in_the_kernels_context() -> None:
+    """A kernel loaded into device 1's context, launched from a thread whose current context
+    is device 0's: the driver refuses the handle; the launch is retried in device 1's context
+    and the thread gets device 0's back. Faked driver: no GPU here."""
+    import ctypes
+    import threading
+
+    from fir.backends.triton.launch import CubinKernel, _Driver
+
+    class FakeCuda:
+        def __init__(self) -> None:
+            self.current = 1000
+            self.launched_in: list[int] = []
+
+        def cuDeviceGet(self, out: object, ordinal: int) -> int:  # noqa: N802
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_int))[0] = ordinal
+            return 0
+
+        def cuDevicePrimaryCtxRetain(self, out: object, device: int) -> int:  # noqa: N802
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = 1000 + device
+            return 0
+
+        def cuCtxGetCurrent(self, out: object) -> int:  # noqa: N802
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = self.current
+            return 0
+
+        def cuCtxSetCurrent(self, ctx: ctypes.c_void_p) -> int:  # noqa: N802
+            self.current = int(ctx.value or 0)
+            return 0
+
+        def launch(self, function: int, *rest: object) -> int:
+            if self.current != function:  # the function handle is its context's, here
+                return 400
+            self.launched_in.append(self.current)
+            return 0
+
+    d = object.__new__(_Driver)
+    fake = FakeCuda()
+    d.lib, d.launch = fake, fake.launch  # type: ignore[assignment]
+    d.primary, d.primary_lock = {}, threading.Lock()
+    k = object.__new__(CubinKernel)
+    k.name, k.ordinal, k.driver, k.function = "add", 1, d, 1001
+    k.block, k.shared, k.params, k.lock = 128, 0, None, threading.Lock()
+    k.slots = []
+    k.launch([], [], (1, 1, 1), 0)
+    assert fake.launched_in == [1001]
+    assert fake.current == 1000  # the thread's own context again
+
+
 def test_compile_options_fix_what_triton_versions_default_differently(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -116,7 +116,11 @@ class TritonKernels:
         # kernels launched through the CUDA driver (:mod:`.launch`), and why the others are not
         self.cubins: dict[str, CubinKernel] = {}
         self.not_direct: dict[str, str] = {}
-        self.stream = _stream_getter()
+        # the device is resolved here, on the compiling thread, where the caller's
+        # ``torch.cuda.set_device`` holds: the compile pool's threads start on device 0
+        # (rank 1 of a tensor-parallel job loaded its kernels into device 0's context)
+        self.ordinal, self.capability = _device_of(device) if device != "cpu" else (0, (0, 0))
+        self.stream = _stream_getter(self.ordinal)
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
         if device != "cpu" and not autotune:
@@ -143,7 +147,7 @@ class TritonKernels:
         else:
             try:
                 self.cubins[name] = CubinKernel(
-                    k, cfg, self.kernel_fails[name], fn, *_device_of(self.device)
+                    k, cfg, self.kernel_fails[name], fn, self.ordinal, self.capability
                 )
                 return
             except Exception as e:  # noqa: BLE001 - Triton's launcher still works; say why
@@ -255,10 +259,10 @@ def _device_of(device: str) -> tuple[int, tuple[int, int]]:
     return ordinal, tuple(torch.cuda.get_device_capability(ordinal))  # type: ignore[return-value]
 
 
-def _stream_getter() -> Any:
-    """A function giving the current CUDA stream's handle: torch's raw getter where it has one
-    (a fraction of a microsecond), else the public API."""
+def _stream_getter(ordinal: int) -> Any:
+    """A function giving the handle of device ``ordinal``'s current CUDA stream: torch's raw
+    getter where it has one (a fraction of a microsecond), else the public API."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return lambda: raw(torch.cuda.current_device())
-    return lambda: torch.cuda.current_stream().cuda_stream
+        return lambda: raw(ordinal)
+    return lambda: torch.cuda.current_stream(ordinal).cuda_stream

@@ -33,6 +33,8 @@ _FUNC_SHARED_SIZE_BYTES = 1
 _FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 _DEFAULT_SHARED_LIMIT = 49152  # bytes a kernel may use without opting in
+_CUDA_ERROR_INVALID_CONTEXT = 201
+_CUDA_ERROR_INVALID_HANDLE = 400
 
 POINTER: dict[DType, str] = {
     DType.BOOL: "*i1",
@@ -109,6 +111,14 @@ class _Driver:
         self.check(self.lib.cuCtxGetCurrent(ctypes.byref(current)), "cuCtxGetCurrent")
         if current.value != want:
             self.check(self.lib.cuCtxSetCurrent(ctypes.c_void_p(want)), "cuCtxSetCurrent")
+
+    def current(self) -> int:
+        ctx = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+        return int(ctx.value or 0)
+
+    def restore(self, ctx: int) -> None:
+        self.check(self.lib.cuCtxSetCurrent(ctypes.c_void_p(ctx)), "cuCtxSetCurrent")
 
 
 _driver: _Driver | None = None
@@ -207,6 +217,7 @@ class CubinKernel:
         self.slots = [ctypes.c_uint64(0) if k == "p" else ctypes.c_int64(0) for k in kinds]
         self.params = (ctypes.c_void_p * len(kinds))(*[ctypes.addressof(s) for s in self.slots])
         self.lock = threading.Lock()
+        self.ordinal = ordinal
         d = driver()
         d.make_current(ordinal)
         self.cubin = compiled.asm["cubin"]
@@ -254,18 +265,32 @@ class CubinKernel:
             for s in sizes:
                 slots[k].value = s
                 k += 1
-            code = self.driver.launch(
-                self.function,
-                grid[0],
-                grid[1],
-                grid[2],
-                self.block,
-                1,
-                1,
-                self.shared,
-                stream,
-                self.params,
-                None,
-            )
+            code = self._launch(grid, stream)
+            if code in (_CUDA_ERROR_INVALID_HANDLE, _CUDA_ERROR_INVALID_CONTEXT):
+                # called from a thread whose current device is another one: launch in the
+                # kernel's own context and give the thread its context back (a device
+                # guard paid only on this path, never on the usual one)
+                d = self.driver
+                before = d.current()
+                d.make_current(self.ordinal)
+                try:
+                    code = self._launch(grid, stream)
+                finally:
+                    d.restore(before)
         if code != 0:
             self.driver.check(code, f"cuLaunchKernel({self.name})")
+
+    def _launch(self, grid: tuple[int, int, int], stream: int) -> int:
+        return self.driver.launch(
+            self.function,
+            grid[0],
+            grid[1],
+            grid[2],
+            self.block,
+            1,
+            1,
+            self.shared,
+            stream,
+            self.params,
+            None,
+        )
