@@ -192,6 +192,37 @@ def test_unmapped_op_runs_as_an_extern() -> None:
     assert 'extern "aten.cumsum.default"' in graph.stages[0][1]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_rms_norm_is_imported_not_called(dtype: torch.dtype) -> None:
+    """``rms_norm`` reaches the graph as ``aten._fused_rms_norm`` on CUDA (a CPU build
+    decomposes it before the backend sees it, so the graph is built here): imported as FIR's
+    own op, so that the residual add before it fuses into the norm's kernel; the f32 rstd when
+    the graph reads it (training)."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    def f(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> Any:
+        y, rstd = torch.ops.aten._fused_rms_norm.default(torch.ops.aten.add.Tensor(x, r), [16], w, 1e-6)
+        return y, torch.ops.aten.mul.Tensor(rstd, 2)
+
+    def g(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> Any:
+        y = torch.ops.aten._fused_rms_norm.default(torch.ops.aten.add.Tensor(x, r), [16], w, None)
+        return (torch.ops.aten.mul.Tensor(y[0], 3),)
+
+    x, r, w = (torch.randn(*s, dtype=dtype) for s in ((5, 16), (5, 16), (16,)))
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {}
+    for fn in (f, g):
+        gm = torch.fx.symbolic_trace(fn)
+        FakeTensorProp(gm).propagate(x, r, w)
+        compiled = fir_backend.compile_graph_module(gm, [x, r, w], fir_backend.CompileOptions())
+        assert compiled.report.imported["aten._fused_rms_norm.default"] == 1
+        assert not compiled.report.fallbacks
+        assert "extern" not in compiled.stages[0][1]
+        want = fn(x, r, w)
+        for got, expected in zip(compiled(x, r, w), want):
+            assert got.dtype == expected.dtype
+            torch.testing.assert_close(got, expected, **tol)
+
+
 def test_mutation_of_an_input_gives_the_eager_result() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         x.add_(1)

@@ -108,17 +108,46 @@ def _native_layer_norm(
 
 @register("aten.rms_norm.default")
 def _rms_norm(em: Emitter, x: Any, shape: list[int], w: Any = None, eps: Any = None) -> Value:
+    return _rms_norm_result(em, x, shape, w, eps, None)
+
+
+def _rms_norm_result(
+    em: Emitter, x: Any, shape: list[int], w: Any, eps: Any, result: int | None
+) -> Value:
+    """The normalized tensor, the node's result ``result`` (None: its only one)."""
     if _symbolic(shape):
         x = _tensor(x)
         if eps is None:  # torch's default: the dtype's machine epsilon
             eps = torch.finfo(x.type.dtype.to_torch()).eps
-        return _norm_composed(em, x, len(shape), w, None, float(eps), rms=True)[0]
+        return _norm_composed(em, x, len(shape), w, None, float(eps), True, result or 0)[0]
     return em.op(
         "rms_norm",
         [_tensor(x), _opt(w)],
-        em.out_type(),
+        em.out_type(result),
         {"normalized_shape": list(shape), "eps": None if eps is None else float(eps)},
     )
+
+
+@register("aten._fused_rms_norm.default")
+def _fused_rms_norm(
+    em: Emitter, x: Any, shape: list[int], w: Any = None, eps: Any = None
+) -> list[Value]:
+    """The fused CUDA kernel's op (what ``rms_norm`` becomes on CUDA since torch 2.8): the
+    normalized tensor and the f32 reciprocal RMS the backward reads. As an extern call it
+    would keep the residual add before it out of the norm's kernel."""
+    out = _rms_norm_result(em, x, shape, w, eps, 0)
+    if 1 not in _used_results(em):
+        return [out, out]  # rstd is never read
+    x = _tensor(x)
+    if eps is None:
+        eps = torch.finfo(x.type.dtype.to_torch()).eps
+    stat = em.out_type(1)  # f32, the normalized dimensions kept as 1
+    xf = em.cast(x, stat.dtype)
+    full = TensorType(stat.dtype, x.type.shape)
+    dims = list(range(x.type.rank - len(shape), x.type.rank))
+    ms = em.op("mean", [em.op("mul", [xf, xf], full)], stat, {"dims": dims, "keepdim": True})
+    rstd = em.op("rsqrt", [em.op("add", [ms, Literal(float(eps))], stat)], stat, hint="rstd")
+    return [out, rstd]
 
 
 @register("aten._native_batch_norm_legit_no_training.default")
