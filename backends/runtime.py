@@ -93,11 +93,14 @@ class CompiledProgram:
         self.layouts: dict[str, tuple[list[int], list[int], int]] = {}  # static programs
         self.storage_sizes: dict[int, tuple[int, torch.dtype]] = {}
         self.extern_fns: dict[int, Any] = {}
+        self.in_place_fns: dict[int, Any] = {}  # steps the plan made in place on argument 0
         for k, step in enumerate(plan.steps):
             if isinstance(step, ExternStep):
                 from fir.ir.interpreter import resolve_callee
 
                 self.extern_fns[k] = resolve_callee(step.node.callee)
+                if step.in_place is not None:
+                    self.in_place_fns[k] = resolve_callee(step.in_place)
         self.fast = self._fast_plan()
 
     # -- set-up
@@ -435,10 +438,12 @@ class _Call:
                 return decode_torch_object(v)
             return v
 
+        args = [conv(a) for a in node.args]
+        in_place = self.p.in_place_fns.get(k)
+        if in_place is not None and args[0].is_contiguous():  # NCCL takes dense tensors
+            fn = in_place
         with torch.no_grad():  # an inference program: nothing to record for autograd
-            out = fn(
-                *[conv(a) for a in node.args], **{key: conv(v) for key, v in node.kwargs.items()}
-            )
+            out = fn(*args, **{key: conv(v) for key, v in node.kwargs.items()})
         outs = kept_results(node, out)
         for r, t in zip(node.results, outs):
             b = self.plan.buffers.get(r.name)

@@ -46,3 +46,12 @@ def kept_results(node: Any, out: Any) -> list[Any]:
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     positions = node.attrs.get("results")
     return outs if positions is None else [outs[k] for k in positions]
+
+
+# Functional ops that have a variant writing into their first argument: where that argument's
+# memory is released right after the call, the plan calls the variant instead and the result
+# is that memory (Inductor's re-inplacing, for the collectives). The functional all-reduce
+# clones its input first: a copy of the whole tensor per call.
+IN_PLACE_VARIANTS: dict[str, str] = {
+    "_c10d_functional.all_reduce.default": "_c10d_functional.all_reduce_.default",
+}

@@ -167,6 +167,40 @@ func @f(%x: f32[64]) -> (f32[64], f32[64]) {
     assert any(getattr(n.attrs.get("reuses"), "name", None) == "a" for n in g.funcs[0].nodes)
 
 
+_ALL_REDUCE = """
+func @f(%x: f32[64]) -> (f32[64]) {
+  %a = exp %x : f32[64]
+  %c = extern "_c10d_functional.all_reduce.default"(SOURCE, "sum", "0") {effect = "collective"} : f32[64]
+  %w = extern "_c10d_functional.wait_tensor.default"(%c) {effect = "collective", mutates = [0]} : f32[64]
+  %d = add %c, READ : f32[64]
+  return %d
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "read", "in_place"),
+    [
+        ("%a", "%x", True),  # %a dies at the all-reduce: it is summed where it lies
+        ("%a", "%a", False),  # %a is read after it
+        ("%x", "%x", False),  # the caller's tensor is never written
+    ],
+)
+def test_an_all_reduce_whose_input_dies_there_runs_in_place(
+    source: str, read: str, in_place: bool
+) -> None:
+    """The functional all-reduce clones its input (a copy of the whole tensor per call, 40 us
+    a step of the two-GPU block); Inductor re-inplaces it, and so does FIR's plan."""
+    from fir.backends.plan import plan_program
+
+    text = _ALL_REDUCE.replace("SOURCE", source).replace("READ", read)
+    g = _run(text, "fusion").funcs[0]
+    (step,) = [s for s in plan_program(g).steps if getattr(s, "node", None) is not None
+               and s.node.callee.startswith("_c10d_functional.all_reduce")]  # fmt: skip
+    assert (step.in_place == "_c10d_functional.all_reduce_.default") is in_place
+    assert ("(in place: " in plan_program(g).text()) is in_place
+
+
 # ---------------------------------------------------------------------------------------------
 # import: with_effects and assertions
 
@@ -325,6 +359,7 @@ def _tp_worker(rank: int, init: str, out_dir: str) -> None:
             "steps": _steps(graphs[0].module) if graphs else [],
             "final_fir": final.read_text(),
             "final_name": final.name,
+            "plan": graphs[0].program.plan.text() if graphs else "",
         }
         (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(result))
     finally:
@@ -384,6 +419,8 @@ def test_tensor_parallel_mlp_on_two_gloo_processes(tmp_path: Path) -> None:
         (fused,) = after
         assert fused.startswith("kernel") and int(fused.split()[1]) >= 2, steps
         assert r["kernel_count"] == 2, summary
+        # the row-parallel matmul's output is summed where it lies, not cloned first
+        assert "(in place: _c10d_functional.all_reduce_.default)" in r["plan"], r["plan"]
     text = results[0]["final_fir"]
     assert results[0]["final_name"].endswith("plan-memory.fir")
     assert text.index('extern "_c10d_functional.all_reduce.default"') < text.index(

@@ -283,6 +283,25 @@ def test_storage_is_reused_as_planned() -> None:
     torch.testing.assert_close(prog(x)[0], run_graph(parse_module(text).funcs[0], [x])[0])
 
 
+def test_an_extern_result_nothing_reads_gets_no_buffer() -> None:
+    """Attention's RNG seed and statistics in inference: the runtime drops them as the call
+    returns (adopting a CPU seed into a CUDA program copied it to the device, which waited
+    for the GPU at every call)."""
+    text = """func @f(%x: f32[4, 8]) -> (f32[4, 8], i64[4, 8]) {
+  %a, %b = extern "aten.sort.default"(%x, -1, false) : f32[4, 8], i64[4, 8]
+  %c, %d = extern "aten.sort.default"(%x, 0, true) : f32[4, 8], i64[4, 8]
+  %y = exp %a : f32[4, 8]
+  return %y, %d
+}"""
+    prog = compile_plan(parse_pipeline("fusion").run(parse_module(text)))
+    assert {"a", "d", "y"} <= set(prog.plan.buffers)
+    assert not {"b", "c"} & set(prog.plan.buffers)
+    x = torch.randn(4, 8)
+    y, d = prog(x)
+    torch.testing.assert_close(y, torch.sort(x, -1).values.exp())
+    assert torch.equal(d, torch.sort(x, 0, descending=True).indices)
+
+
 def test_fir_translate_prints_plans() -> None:
     path = os.path.join(ROOT, "examples", "rms_norm.fir")
     out = subprocess.run(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fir.ir.errors import FirError
+from fir.ir.externs import IN_PLACE_VARIANTS
 from fir.ir.graph import (
     AliasNode,
     ExternNode,
@@ -39,6 +40,9 @@ class KernelStep:
 @dataclass
 class ExternStep:
     node: ExternNode
+    # the op called instead, in place on argument 0, whose storage is released after this
+    # step (:data:`~fir.ir.externs.IN_PLACE_VARIANTS`); None: the node's own callee
+    in_place: str | None = None
 
 
 @dataclass
@@ -97,6 +101,7 @@ class ProgramPlan:
                 out.append(
                     f"  step {k}: extern {s.node.callee} -> "
                     + ", ".join("%" + r.name for r in s.node.results)
+                    + (f" (in place: {s.in_place})" if s.in_place else "")
                 )
             else:
                 out.append(f"  step {k}: view %{s.result} of %{s.base}: {s.type}")
@@ -105,6 +110,22 @@ class ProgramPlan:
         out.append("  return " + ", ".join("%" + n for n in self.outputs))
         text = "\n".join(out) + "\n"
         return text + "".join("\n" + p.text() for p in self.kernels())
+
+
+def _reinplace(steps: list[Step], buffers: dict[str, Buffer], frees: dict[int, list[int]]) -> None:
+    """Extern calls that can write their result over their first argument: where that
+    argument's storage is released right after the call (nothing reads it later) and is not
+    the caller's (an input)."""
+    for k, st in enumerate(steps):
+        if not isinstance(st, ExternStep):
+            continue
+        variant = IN_PLACE_VARIANTS.get(st.node.callee)
+        first = st.node.args[0] if st.node.args else None
+        if variant is None or not isinstance(first, Value) or first.name not in buffers:
+            continue
+        b = buffers[first.name]
+        if not b.argument and b.storage in frees.get(k, ()):
+            st.in_place = variant
 
 
 def plan_module(
@@ -137,10 +158,17 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
     errors: dict[int, str] = {}
     next_error = 1
     kernel_names: set[str] = set()
+    readers = g.users()
+    returned = {id(v) for v in g.outputs}
     for st in steps(g):
         for n in st.nodes:
             for r in n.results:
                 if r.name in local:
+                    continue
+                if isinstance(n, ExternNode) and id(r) not in readers and id(r) not in returned:
+                    # a result of an extern call that nothing reads (attention's RNG state
+                    # and statistics in inference) is dropped where the call returns: adopting
+                    # it could even copy it to the device (a CPU seed), which waits for the GPU
                     continue
                 root = _root(r)
                 buffers[r.name] = Buffer(
@@ -171,6 +199,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
                     released.append(storage_of[id(v)])
         if released:
             frees[len(out_steps) - 1] = sorted(set(released))
+    _reinplace(out_steps, buffers, frees)
     storages: dict[int, Storage] = {}
     for b in buffers.values():
         if b.storage < 0:
