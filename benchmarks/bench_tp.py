@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import os
 import platform
 import statistics
@@ -116,6 +117,46 @@ def step_time(fn: Any, x: torch.Tensor, device: str, steps: int) -> float:
         fn(x)
     _sync(device)
     return (time.perf_counter() - start) / steps
+
+
+def profile(runners: dict[str, Any], x: torch.Tensor, device: str, steps: int) -> str:
+    """Where each compiler's step spends its device time: the ops with the most self time on
+    the device (CUDA kernels, NCCL's included), per step, from ``torch.profiler``. Every rank
+    runs the same steps (their collectives pair up); the caller prints rank 0's."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    out: list[str] = []
+    for name, f in runners.items():
+        _sync(device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            f(x)
+        host = (time.perf_counter() - start) / steps  # until the last call returns
+        _sync(device)
+        with torch_profile(activities=activities) as prof:
+            for _ in range(steps):
+                f(x)
+            _sync(device)
+        kernels, calls = [], []
+        for e in prof.key_averages():
+            on_device = "cuda" in str(getattr(e, "device_type", "")).lower()
+            if device == "cuda" and on_device:  # kernels and copies, not the ops that launch them
+                us = getattr(e, "self_device_time_total", None)
+                kernels.append((us if us is not None else e.self_cuda_time_total, e))
+            elif not on_device:
+                calls.append((e.self_cpu_time_total, e))
+        out.append(
+            f"{name}: host {host * 1e3:.3f} ms per step (until the calls return), "
+            f"device {sum(u for u, _ in kernels) / steps / 1e3:.3f} ms of kernels per step"
+        )
+        for title, rows in (("kernels", kernels), ("host, self time", calls)):
+            rows.sort(key=lambda r: -r[0])
+            out.append(f"  {title}:")
+            for us, e in rows[:12]:
+                out.append(f"  {us / steps:9.1f} us  x{e.count / steps:g}  {e.key[:100]}")
+    return "\n".join(out)
 
 
 def _counts(compiled_graphs: int, breaks: int) -> str:
@@ -228,8 +269,11 @@ def run(args: argparse.Namespace) -> None:
         for _ in range(args.rounds):
             for k, f in runners.items():
                 times[k].append(step_time(f, x, device, args.steps))
+        profiled = profile(runners, x, device, 5) if args.profile else ""
     for k in runners:
         rows[k]["ms"] = statistics.median(times[k]) * 1e3
+    if rank == 0 and profiled:
+        print(profiled)
     if rank == 0:
         report(rows, device, hidden, heads, tokens, dtype, smoke)
 
@@ -300,9 +344,14 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="print each step's device time by op")
     args = ap.parse_args()
     if "RANK" in os.environ:  # under torchrun
-        dist.init_process_group("gloo" if args.cpu_smoke else "nccl")
+        # a rank whose compile failed inside the first call leaves the other one waiting in
+        # a collective: NCCL's watchdog ends the job after two minutes instead of NCCL's ten
+        dist.init_process_group(
+            "gloo" if args.cpu_smoke else "nccl", timeout=datetime.timedelta(seconds=120)
+        )
         try:
             run(args)
         finally:
