@@ -1,0 +1,59 @@
+"""Buffers as tensors: a storage is a flat tensor, and a buffer a strided view of it.
+
+Offsets here are relative to the flat tensor's first element, whatever that tensor's own
+offset in its memory (a caller's input can be a view that starts inside a larger tensor):
+``torch.as_strided`` takes an absolute storage offset, so every view adds the flat tensor's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from fir.ir.errors import FirError
+
+from .plan import ProgramPlan
+
+
+def view(
+    flat: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int
+) -> torch.Tensor:
+    """The buffer of ``shape``/``strides`` that starts at element ``offset`` of ``flat``."""
+    return torch.as_strided(flat, shape, strides, flat.storage_offset() + offset)
+
+
+def same_layout(x: torch.Tensor, shape: Sequence[int], strides: Sequence[int]) -> bool:
+    return all(n == 1 or s == w for n, s, w in zip(shape, x.stride(), strides))
+
+
+def flat_view(x: torch.Tensor, offset: int) -> tuple[torch.Tensor, int]:
+    """``x``'s whole memory as a flat tensor, and the position in it of index 0 of the layout
+    the function expects (``x``'s first element is at index ``offset``)."""
+    storage_elements = x.untyped_storage().nbytes() // x.element_size()
+    flat = torch.as_strided(x, (storage_elements,), (1,), 0)
+    return flat, x.storage_offset() - offset
+
+
+def scatter(
+    flat: torch.Tensor, x: torch.Tensor, shape: list[int], strides: list[int], offset: int
+) -> None:
+    """Write ``x`` into ``flat`` laid out as ``shape``/``strides`` from element ``offset``. A
+    layout in which several elements share a position (a stride 0) takes one of them, as the
+    function expects them equal."""
+    if any(s == 0 and n > 1 for n, s in zip(shape, strides)):
+        index = torch.full(shape, offset, dtype=torch.int64, device=flat.device)
+        for k, (n, s) in enumerate(zip(shape, strides)):
+            dims = [1] * len(shape)
+            dims[k] = n
+            index = index + torch.arange(n, device=flat.device).view(dims) * s
+        flat[index.reshape(-1)] = x.reshape(-1).to(flat.dtype)
+        return
+    view(flat, shape, strides, offset).copy_(x)
+
+
+def storage_dtype(plan: ProgramPlan, number: int) -> torch.dtype:
+    """The dtype of storage ``number``: that of the buffers it holds."""
+    for b in plan.buffers.values():
+        if b.storage == number:
+            return b.type.dtype.to_torch()
+    raise FirError(f"storage {number} holds no buffer")  # pragma: no cover
