@@ -159,6 +159,58 @@ def profile(runners: dict[str, Any], x: torch.Tensor, device: str, steps: int) -
     return "\n".join(out)
 
 
+def fir_host_split(f: Any, x: torch.Tensor, device: str, steps: int) -> str:
+    """Where FIR's host time per step goes: inside its compiled program (the runtime, timed
+    by wrapping the program) against the whole call (Dynamo's guards, AOTAutograd's and
+    DTensor's wrappers around it); then the program's own steps, one by one (the runtime's
+    general path, which times each step)."""
+    from fir.frontend.backend import COMPILED
+
+    graph = COMPILED[-1]
+    program = graph.program
+    spent = [0.0]
+
+    def timed(*args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return program(*args)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    graph.program = timed
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        f(x)
+    whole = (time.perf_counter() - start) / steps
+    _sync(device)
+    graph.program = program
+    lines = [
+        f"fir host per step: {whole * 1e6:.0f} us in all, {spent[0] / steps * 1e6:.0f} us in "
+        "FIR's program (the fast path)"
+    ]
+    program.step_times = []
+    _sync(device)
+    for _ in range(steps):
+        f(x)
+    _sync(device)
+    times, program.step_times = program.step_times, None
+    n = len(program.plan.steps)
+    per_step = [sum(times[k::n]) / steps for k in range(n)]
+    lines.append(f"  the general path: {sum(per_step) * 1e6:.0f} us per call; by step:")
+    for k in sorted(range(n), key=lambda k: -per_step[k])[:8]:
+        lines.append(f"  {per_step[k] * 1e6:8.1f} us  step {k}: {_describe(program.plan.steps[k])}")
+    return "\n".join(lines)
+
+
+def _describe(step: Any) -> str:
+    node = getattr(step, "node", None)
+    if node is not None:
+        return f"extern {node.callee}"
+    plan = getattr(step, "plan", None)
+    return f"kernel {plan.name}" if plan is not None else "view"
+
+
 def _counts(compiled_graphs: int, breaks: int) -> str:
     return f"{compiled_graphs} / {breaks}"
 
@@ -270,6 +322,8 @@ def run(args: argparse.Namespace) -> None:
             for k, f in runners.items():
                 times[k].append(step_time(f, x, device, args.steps))
         profiled = profile(runners, x, device, 5) if args.profile else ""
+        if args.profile and "fir" in runners:
+            profiled += "\n" + fir_host_split(runners["fir"], x, device, 10)
     for k in runners:
         rows[k]["ms"] = statistics.median(times[k]) * 1e3
     if rank == 0 and profiled:

@@ -201,7 +201,9 @@ def test_fused_rms_norm_is_imported_not_called(dtype: torch.dtype) -> None:
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     def f(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> Any:
-        y, rstd = torch.ops.aten._fused_rms_norm.default(torch.ops.aten.add.Tensor(x, r), [16], w, 1e-6)
+        y, rstd = torch.ops.aten._fused_rms_norm.default(
+            torch.ops.aten.add.Tensor(x, r), [16], w, 1e-6
+        )
         return y, torch.ops.aten.mul.Tensor(rstd, 2)
 
     def g(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> Any:

@@ -116,6 +116,7 @@ class TritonKernels:
         # kernels launched through the CUDA driver (:mod:`.launch`), and why the others are not
         self.cubins: dict[str, CubinKernel] = {}
         self.not_direct: dict[str, str] = {}
+        self.static_grids: dict[str, tuple[int, int, int]] = {}  # kernels without size symbols
         # the device is resolved here, on the compiling thread, where the caller's
         # ``torch.cuda.set_device`` holds: the compile pool's threads start on device 0
         # (rank 1 of a tensor-parallel job loaded its kernels into device 0's context)
@@ -183,6 +184,7 @@ class TritonKernels:
             self.grids[name] = getattr(module, f"grid_{name}")
             self.configs[name] = cfg
             self.cubins.pop(name, None)
+            self.static_grids.pop(name, None)
         if direct and self.device != "cpu" and name not in self.cubins:
             self._compile(self.plan.kernels()[self.order.index(name)])
 
@@ -199,12 +201,17 @@ class TritonKernels:
             self.use(name, tune(self, name, args, sizes))
         direct = self.cubins.get(name)
         if direct is not None:
-            pointers = [*args, self.err] if self.kernel_fails[name] else list(args)
-            if direct.aligned(pointers):
+            grid = None if sizes else self.static_grids.get(name)
+            if grid is None:
                 grid = self.grids[name](sizes)
-                if grid[0] * grid[1] * grid[2]:
-                    direct.launch(pointers, list(sizes), grid, self.stream())
+                if not sizes:  # the same at every call
+                    self.static_grids[name] = grid
+            if not grid[0] * grid[1] * grid[2]:
                 return 0, 0
+            pointers = [*args, self.err] if self.kernel_fails[name] else args
+            if direct.launch(pointers, sizes, grid, self.stream()):
+                return 0, 0
+            # a pointer that is not 16-byte aligned: Triton's launcher below
         self.launchers[name](args, sizes, self.err)
         return 0, 0
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from fir.backends.plan import KernelPlan
@@ -250,17 +251,19 @@ class CubinKernel:
         self.function = function
         self.driver = d
 
-    def aligned(self, pointers: list[Any]) -> bool:
-        return all(t.data_ptr() % 16 == 0 for t in pointers)
-
     def launch(
-        self, pointers: list[Any], sizes: list[int], grid: tuple[int, int, int], stream: int
-    ) -> None:
+        self, pointers: Sequence[Any], sizes: Sequence[int], grid: tuple[int, int, int], stream: int
+    ) -> bool:
+        """Launch on ``grid``; False, launching nothing, where a pointer is not 16-byte aligned
+        (the kernel was compiled for aligned ones: the caller takes Triton's launcher)."""
         with self.lock:  # the slots are shared: one launch of this kernel at a time
             slots = self.slots
             k = 0
             for t in pointers:
-                slots[k].value = t.data_ptr()
+                address = t.data_ptr()
+                if address & 15:
+                    return False
+                slots[k].value = address
                 k += 1
             for s in sizes:
                 slots[k].value = s
@@ -279,6 +282,7 @@ class CubinKernel:
                     d.restore(before)
         if code != 0:
             self.driver.check(code, f"cuLaunchKernel({self.name})")
+        return True
 
     def _launch(self, grid: tuple[int, int, int], stream: int) -> int:
         return self.driver.launch(

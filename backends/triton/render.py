@@ -806,6 +806,12 @@ def render_kernel(
     return source, cfg, w.fails
 
 
+def _ceil_div(numerator: str, block: int) -> str:
+    """Plain integer arithmetic, not ``triton.cdiv``: recent Tritons make that a constexpr
+    function whose call unwraps its arguments (several microseconds at every launch)."""
+    return f"-(-({numerator}) // {block})"
+
+
 def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
     """``grid_<name>(sizes)``: the launch grid for the sizes; ``launch_<name>(args, sizes,
     err)``: the launch through Triton's own launcher (the interpreter's, and the fallback of
@@ -823,12 +829,12 @@ def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
         size = {lp.var.name: lp.size for lp in plan.loops}
         rest = dims_mul([lp.size for lp in plan.loops if lp.var.name not in cfg.tile])
         grid = [
-            f"triton.cdiv({dim(size[cfg.tile[1]])}, {cfg.XBLOCK})",
-            f"triton.cdiv({dim(size[cfg.tile[0]])}, {cfg.YBLOCK})",
+            _ceil_div(dim(size[cfg.tile[1]]), cfg.XBLOCK),
+            _ceil_div(dim(size[cfg.tile[0]]), cfg.YBLOCK),
             dim(rest),
         ]
     else:
-        grid = [f"triton.cdiv({dim(plan.numel)}, {cfg.XBLOCK})", "1", "1"]
+        grid = [_ceil_div(dim(plan.numel), cfg.XBLOCK), "1", "1"]
     lines.append(f"    return ({', '.join(grid)})")
     lines.append("")
     lines.append("")

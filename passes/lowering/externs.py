@@ -44,8 +44,20 @@ class _Op:
 
 _REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
 
+def _matmul(o: _Op) -> Call:
+    """``aten.mm``/``aten.bmm`` where the ranks say which (what ``aten.matmul`` would call,
+    without its composite's dispatch on the host at every call: the GPU's matmuls are often
+    host-bound), ``aten.matmul`` for the broadcasting rest."""
+    a, b = o[0], o[1]
+    ranks = (a.type.rank, b.type.rank) if isinstance(a, Value) and isinstance(b, Value) else None
+    callee = {(2, 2): "aten.mm.default", (3, 3): "aten.bmm.default"}.get(ranks or (0, 0))
+    if callee == "aten.bmm.default" and a.type.shape[0] != b.type.shape[0]:
+        callee = None  # a batch of 1 broadcast against another: matmul's
+    return (callee or "aten.matmul.default", [a, b], {})
+
+
 EXTERNS: dict[str, Callable[[_Op], Call]] = {
-    "matmul": lambda o: ("aten.matmul.default", [o[0], o[1]], {}),
+    "matmul": _matmul,
     "addmm": lambda o: (
         "aten.addmm.default",
         [o[0], o[1], o[2]],
