@@ -175,8 +175,8 @@ def _build(p: CompiledProgram) -> FastPlan:
             steps.append(
                 (
                     EXTERN,
-                    p.extern_fns[k],
-                    p.in_place_fns.get(k),
+                    _direct(p.extern_fns[k]),
+                    _direct(p.in_place_fns.get(k)),
                     template,
                     refs,
                     nested,
@@ -199,6 +199,12 @@ def _build(p: CompiledProgram) -> FastPlan:
         else:
             outputs.append((False, b.storage, _layout(p, name)))
     return FastPlan(inputs, steps, outputs, any(s[0] == EXTERN for s in steps))
+
+
+def _direct(fn: Any) -> Any:
+    """An ATen op's C++ callable, without ``OpOverload.__call__``'s Python frame (which only
+    forwards to it)."""
+    return getattr(fn, "_op", fn)
 
 
 def _materialize(a: Any, storages: dict[int, torch.Tensor]) -> Any:
