@@ -142,6 +142,8 @@ def profile(runners: dict[str, Any], x: torch.Tensor, device: str, steps: int) -
         kernels, calls = [], []
         for e in prof.key_averages():
             on_device = "cuda" in str(getattr(e, "device_type", "")).lower()
+            if e.key.startswith("nccl:"):  # NCCL's range around its kernel: counted twice
+                continue
             if device == "cuda" and on_device:  # kernels and copies, not the ops that launch them
                 us = getattr(e, "self_device_time_total", None)
                 kernels.append((us if us is not None else e.self_cuda_time_total, e))
