@@ -8,6 +8,7 @@ offset in its memory (a caller's input can be a view that starts inside a larger
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from fir.ir.errors import FirError
@@ -15,11 +16,32 @@ from fir.ir.errors import FirError
 from .plan import ProgramPlan
 
 
-def view(
+def _as_strided(
     flat: torch.Tensor, shape: Sequence[int], strides: Sequence[int], offset: int
 ) -> torch.Tensor:
-    """The buffer of ``shape``/``strides`` that starts at element ``offset`` of ``flat``."""
     return torch.as_strided(flat, shape, strides, flat.storage_offset() + offset)
+
+
+def _reinterpreter() -> Any:
+    """PyTorch's C++ view maker (what Inductor's generated code calls: half the cost of
+    ``torch.as_strided``, 0.48 against 0.94 us, its offset relative already), where this
+    PyTorch has it and it does what this module expects."""
+    try:
+        from torch._C._dynamo.guards import _reinterpret_tensor
+    except ImportError:
+        return _as_strided
+    probe = torch.arange(4.0)[1:]
+    try:
+        if _reinterpret_tensor(probe, (2,), (1,), 1).tolist() == [2.0, 3.0]:
+            return _reinterpret_tensor
+    except Exception:  # noqa: BLE001 - a private API: any surprise means the public one
+        pass
+    return _as_strided
+
+
+# ``view(flat, shape, strides, offset)``: the buffer of ``shape``/``strides`` that starts at
+# element ``offset`` of ``flat``
+view = _reinterpreter()
 
 
 def same_layout(x: torch.Tensor, shape: Sequence[int], strides: Sequence[int]) -> bool:
