@@ -293,7 +293,7 @@ def _run(
             for i, a in refs:
                 t = storages[a.storage]
                 # the storage's own tensor where it is the buffer (an input, an extern result):
-                # comparing costs a fifth of a view (``as_strided``, 1.4 us)
+                # comparing costs less than making a view
                 if a.offset == 0 and t.shape == a.shape and t.stride() == a.strides:
                     args[i] = t
                 else:
