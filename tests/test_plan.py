@@ -373,3 +373,32 @@ def test_the_fast_path_takes_extern_calls_and_matches_the_general_one(offset_inp
         assert a.shape == b.shape == expected.shape
         torch.testing.assert_close(a, expected)
         torch.testing.assert_close(b, expected)
+
+
+def test_the_generated_call_reads_as_the_plan_and_skips_what_is_known() -> None:
+    """The fast path is a generated function: one line per kernel and extern call, commented
+    with its step; an argument that is its storage's whole tensor (an input) is passed as it
+    is, a storage already live is never allocated again, a freed one is let go."""
+    text = """func @f(%x: f32[4, 8]) -> (f32[4, 8]) {
+  %a, %b = extern "aten.sort.default"(%x, -1, false) : f32[4, 8], i64[4, 8]
+  %e = exp %a : f32[4, 8]
+  %s = sum %e {dims = [1], keepdim = true} : f32[4, 1]
+  %g = extern "aten.cumsum.default"(%e, 1) : f32[4, 8]
+  %h = mul %g, %s : f32[4, 8]
+  return %h
+}"""
+    m = parse_pipeline("decompose,lower,inline{disable},deps,dce,plan-memory").run(
+        parse_module(text)
+    )
+    prog = compile_plan(m)
+    assert prog.fast is not None
+    source = prog.fast.source
+    assert source.startswith("def call(inputs):")
+    assert "# step 0: %a, %b = aten.sort.default" in source
+    assert "(s0, " in source  # %x, the input, passed as it is
+    assert "# step 1: kernel e" in source
+    # %e is written over %a's storage, %h over %g's: only the row sums get new memory
+    assert source.count("= allocate(") == 1
+    assert " = None" in source  # a storage let go after its last reader
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(prog(x)[0], run_graph(parse_module(text).funcs[0], [x])[0])

@@ -1,0 +1,229 @@
+"""A program's call as Python source: what Inductor's generated ``call`` is to its kernels.
+
+The fast path's plan (:class:`~fir.backends.fast_call.FastPlan`) says, per step, which storages
+to allocate, which kernel or PyTorch op to call on which buffers, and where each result goes. A
+loop over those tuples pays, at every call, for unpacking them, for a dictionary of storages
+and for the tests of what is already known (whether a storage is allocated yet, whether a
+buffer is its storage's whole tensor). Here the plan is written out once as a function of
+straight-line code, each storage a local variable, and compiled with ``compile``: the call then
+does only what depends on the inputs. The source is kept (``FastPlan.source``) for reading.
+
+Objects the code needs (dtypes, shapes, ops, argument constants) are passed as globals named
+``c0``, ``c1``, …, never written as literals, so any object an extern call takes works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from fir.ir.errors import FirError
+
+from .buffers import allocate
+from .layouts import flat_view, same_layout, scatter, view
+
+KERNEL, EXTERN, NOTHING = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A buffer passed to an extern call: a view of storage ``storage``."""
+
+    storage: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True)
+class ResultSpec:
+    """Where an extern call's result ``position`` (among the results the node keeps) goes."""
+
+    position: int
+    name: str
+    storage: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+    elements: int  # of the storage, for a result that has to be copied into it
+
+
+def adopt(r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str) -> torch.Tensor:
+    """The storage of extern result ``t``: its own memory where it is laid out as planned and
+    the storage is not taken yet (``existing`` None), else ``existing`` (or a new storage) with
+    ``t`` copied into the planned layout."""
+    if t is None:  # a call made for its effect (an assertion): its result is a token
+        t = torch.empty(r.shape, dtype=r.dtype, device=device)
+    if t.dtype != r.dtype:
+        t = t.to(r.dtype)
+    if t.device.type != device:  # a constant the lowering made (``torch.tensor``)
+        t = t.to(device)
+    if t.shape != r.shape:
+        raise FirError(
+            f"extern call result %{r.name} has shape {list(t.shape)}, its type says {list(r.shape)}"
+        )
+    if existing is None:
+        if r.offset == 0 and t.stride() == r.strides:
+            return t  # the storage starts where the result does
+        if t.numel() == 0 or same_layout(t, r.shape, r.strides):
+            flat, base = flat_view(t, r.offset)
+            if base >= 0:
+                return flat[base:] if base else flat
+        existing = allocate(r.elements, r.dtype, None, device)
+    scatter(existing, t, list(r.shape), list(r.strides), r.offset)
+    return existing
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {"allocate": allocate, "view": view}
+        self.ids: dict[int, str] = {}
+
+    def const(self, obj: Any) -> str:
+        """A global holding ``obj`` (one per object)."""
+        name = self.ids.get(id(obj))
+        if name is None:
+            name = self.ids[id(obj)] = f"c{len(self.ids)}"
+            self.names[name] = obj
+        return name
+
+    def line(self, text: str, depth: int = 1) -> None:
+        self.lines.append("    " * depth + text)
+
+
+def call_source(
+    fast: Any, device: str, tensors: bool, kernel_call: Any, raise_: Any, finish: Any
+) -> tuple[str, Callable[..., Any]]:
+    """The source of ``call(inputs)`` for ``fast`` and the function it defines. ``call``
+    returns the outputs, or None where an input is not as the plan expects (the general path
+    then checks it, copies it or says what is wrong)."""
+    w = _Writer()
+    kcall, kraise = w.const(kernel_call), w.const(raise_)
+    adopt = w.const(_adopt_fn(device))
+    w.lines.append("def call(inputs):")
+    names = [f"x{k}" for k in range(len(fast.inputs))]
+    if names:
+        w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = inputs")
+    on_device = {"cpu": "is_cpu", "cuda": "is_cuda"}.get(device)
+    # what each live storage's tensor is known to be: (shape, strides), or None if unknown
+    known: dict[int, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+    for (dtype, shape, number), x in zip(fast.inputs, names):
+        where = f"not {x}.{on_device}" if on_device else f"{x}.device.type != {device!r}"
+        w.line(
+            f"if {x}.dtype is not {w.const(dtype)} or {x}.shape != {w.const(shape)} "
+            f"or not {x}.is_contiguous() or {where}:"
+        )
+        w.line("return None", 2)
+        w.line(f"s{number} = {x}")
+        known[number] = (tuple(shape), _contiguous(shape))
+
+    def ref(a: Ref) -> str:
+        s = f"s{a.storage}"
+        layout = (a.shape, a.strides)
+        k = known.get(a.storage)
+        if a.offset == 0 and k == layout:
+            return s
+        made = f"view({s}, {w.const(a.shape)}, {w.const(a.strides)}, {a.offset})"
+        if a.offset == 0 and k is None:  # an extern result: its own tensor where it fits
+            shape, strides = w.const(a.shape), w.const(a.strides)
+            return f"({s} if {s}.shape == {shape} and {s}.stride() == {strides} else {made})"
+        return made
+
+    def arg(a: Any) -> str:
+        if type(a) is Ref:
+            return ref(a)
+        if type(a) is list and any(_has_ref(x) for x in a):
+            return "[" + ", ".join(arg(x) for x in a) + "]"
+        return w.const(a)
+
+    for step in fast.steps:
+        w.line(f"# {step[-1]}")
+        if step[0] == KERNEL:
+            _, name, sizes, args, drops, _ = step
+            for number, shape, elements, dtype in sizes:
+                if number in known:
+                    continue
+                w.line(
+                    f"s{number} = allocate({elements}, {w.const(dtype)}, "
+                    f"{w.const(shape)}, {device!r})"
+                )
+                known[number] = (tuple(shape), _contiguous(shape))
+            items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in args]
+            w.line(f"code, value = {kcall}({name!r}, [{', '.join(items)}], ())")
+            w.line("if code:")
+            w.line(f"{kraise}({name!r}, code, value)", 2)
+        elif step[0] == EXTERN:
+            _, fn, in_place, template, kwargs, positions, results, drops, _ = step
+            values = [arg(a) for a in template]
+            values += [f"{key}={arg(v)}" for key, v in kwargs.items()]
+            if in_place is not None and template and type(template[0]) is Ref:
+                w.line(f"a0 = {values[0]}")
+                values[0] = "a0"
+                callee = f"({w.const(in_place)} if a0.is_contiguous() else {w.const(fn)})"
+            else:
+                callee = w.const(fn)
+            w.line(f"out = {callee}({', '.join(values)})")
+            w.line("outs = out if isinstance(out, (tuple, list)) else (out,)")
+            for r in results:
+                j = r.position if positions is None else positions[r.position]
+                s, spec = f"s{r.storage}", w.const(r)
+                if r.storage in known:  # written over an existing storage
+                    w.line(f"{s} = {adopt}({spec}, outs[{j}], {s})")
+                    continue
+                if r.offset == 0 and on_device:
+                    w.line(f"t = outs[{j}]")
+                    w.line(
+                        f"if t is not None and t.dtype is {w.const(r.dtype)} and t.shape == "
+                        f"{w.const(r.shape)} and t.stride() == {w.const(r.strides)} "
+                        f"and t.{on_device}:"
+                    )
+                    w.line(f"{s} = t", 2)
+                    w.line("else:")
+                    w.line(f"{s} = {adopt}({spec}, t, None)", 2)
+                else:
+                    w.line(f"{s} = {adopt}({spec}, outs[{j}], None)")
+                known[r.storage] = None
+        else:
+            drops = step[1]
+        for number in drops:
+            w.line(f"s{number} = None")
+            known.pop(number, None)
+    if finish is not None:
+        w.line(f"{w.const(finish)}()")
+    outs = []
+    for is_input, where, layout in fast.outputs:
+        if is_input:
+            outs.append(names[where])
+        elif layout is None:
+            outs.append(f"s{where}")
+        else:
+            shape, strides, offset = layout
+            outs.append(f"view(s{where}, {w.const(shape)}, {w.const(strides)}, {offset})")
+    w.line(f"return [{', '.join(outs)}]")
+    source = "\n".join(w.lines) + "\n"
+    scope = dict(w.names)
+    exec(compile(source, "<fir call>", "exec"), scope)  # noqa: S102 - source written above
+    return source, scope["call"]
+
+
+def _has_ref(a: Any) -> bool:
+    return type(a) is Ref or (type(a) is list and any(_has_ref(x) for x in a))
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _adopt_fn(device: str) -> Callable[..., Any]:
+    def adopt_on_device(r: Any, t: Any, existing: Any) -> Any:
+        return adopt(r, t, existing, device)
+
+    return adopt_on_device
