@@ -80,7 +80,7 @@ def adopt(r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str) -> 
 class _Writer:
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.names: dict[str, Any] = {"allocate": allocate, "view": view}
+        self.names: dict[str, Any] = {"allocate": allocate, "empty": torch.empty, "view": view}
         self.ids: dict[int, str] = {}
 
     def const(self, obj: Any) -> str:
@@ -147,10 +147,16 @@ def call_source(
             for number, shape, elements, dtype in sizes:
                 if number in known:
                     continue
-                w.line(
-                    f"s{number} = allocate({elements}, {w.const(dtype)}, "
-                    f"{w.const(shape)}, {device!r})"
-                )
+                if device == "cpu":  # buffers.allocate: large ones from a pool of mappings
+                    w.line(
+                        f"s{number} = allocate({elements}, {w.const(dtype)}, "
+                        f"{w.const(shape)}, 'cpu')"
+                    )
+                else:  # the caching allocator already recycles memory: no call in between
+                    w.line(
+                        f"s{number} = empty({w.const(shape)}, dtype={w.const(dtype)}, "
+                        f"device={w.const(torch.device(device))})"
+                    )
                 known[number] = (tuple(shape), _contiguous(shape))
             items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in args]
             w.line(f"code, value = {kcall}({name!r}, [{', '.join(items)}], ())")

@@ -402,3 +402,17 @@ def test_the_generated_call_reads_as_the_plan_and_skips_what_is_known() -> None:
     assert " = None" in source  # a storage let go after its last reader
     x = torch.randn(4, 8)
     torch.testing.assert_close(prog(x)[0], run_graph(parse_module(text).funcs[0], [x])[0])
+
+
+def test_the_generated_call_allocates_gpu_memory_straight_from_torch() -> None:
+    """On a GPU the caching allocator recycles memory: the generated call asks ``torch.empty``
+    directly (CPU buffers go through ``buffers.allocate``'s pool of large mappings)."""
+    from fir.backends.call_source import call_source
+
+    prog = compile_plan(parse_pipeline("fusion").run(parse_module(SOFTMAX)))
+    fast = prog.fast
+    assert fast is not None and "allocate(" in fast.source and "empty(" not in fast.source
+    source, call = call_source(fast, "cuda", True, prog.kernels.call, prog._raise, None)
+    assert "= empty(" in source and "allocate(" not in source and callable(call)
+    assert "not x0.is_cuda" in source
+    assert call((torch.randn(4, 8),)) is None  # a CPU tensor: the general path says so
