@@ -20,11 +20,10 @@ from typing import Any
 
 import torch
 from fir.ir.errors import FirError
+from fir.ir.externs import IN_PLACE_VARIANTS
 
 from .buffers import allocate
 from .layouts import flat_view, same_layout, scatter, view
-
-KERNEL, EXTERN, NOTHING = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,39 @@ class ResultSpec:
     offset: int
     dtype: torch.dtype
     elements: int  # of the storage, for a result that has to be copied into it
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    name: str
+    allocations: tuple[tuple[int, tuple[int, ...], int, torch.dtype], ...]  # storage, shape, …
+    args: tuple[int, ...]  # the storage of each argument
+    drops: tuple[int, ...]  # storages released after the call
+    comment: str
+
+
+@dataclass(frozen=True)
+class ExternCall:
+    fn: Any
+    in_place: Any  # the variant writing argument 0, or None
+    callee: str  # the op's name (``fn`` is its C++ callable)
+    args: list[Any]  # constants, with a :class:`Ref` for each buffer
+    kwargs: dict[str, Any]
+    positions: tuple[int, ...] | None  # the call's outputs the node keeps (None: all)
+    results: tuple[ResultSpec, ...]
+    drops: tuple[int, ...]
+    comment: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A step that runs nothing (a view) but after which storages are released."""
+
+    drops: tuple[int, ...]
+    comment: str
+
+
+Step = KernelCall | ExternCall | Release
 
 
 def adopt(r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str) -> torch.Tensor:
@@ -82,13 +114,16 @@ class _Writer:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"allocate": allocate, "empty": torch.empty, "view": view}
         self.ids: dict[int, str] = {}
+        self.labels: dict[str, str] = {}  # what a constant is, where its repr does not say
 
-    def const(self, obj: Any) -> str:
+    def const(self, obj: Any, label: str | None = None) -> str:
         """A global holding ``obj`` (one per object)."""
         name = self.ids.get(id(obj))
         if name is None:
             name = self.ids[id(obj)] = f"c{len(self.ids)}"
             self.names[name] = obj
+        if label is not None:
+            self.labels[name] = label
         return name
 
     def line(self, text: str, depth: int = 1) -> None:
@@ -102,8 +137,9 @@ def call_source(
     returns the outputs, or None where an input is not as the plan expects (the general path
     then checks it, copies it or says what is wrong)."""
     w = _Writer()
-    kcall, kraise = w.const(kernel_call), w.const(raise_)
-    adopt = w.const(_adopt_fn(device))
+    kcall = w.const(kernel_call, "the kernels' call(name, arguments, sizes)")
+    kraise = w.const(raise_, "raises the error a kernel reported")
+    adopt = w.const(_adopt_fn(device), "an extern result into its storage (copied if need be)")
     w.lines.append("def call(inputs):")
     names = [f"x{k}" for k in range(len(fast.inputs))]
     if names:
@@ -141,10 +177,9 @@ def call_source(
         return w.const(a)
 
     for step in fast.steps:
-        w.line(f"# {step[-1]}")
-        if step[0] == KERNEL:
-            _, name, sizes, args, drops, _ = step
-            for number, shape, elements, dtype in sizes:
+        w.line(f"# {step.comment}")
+        if isinstance(step, KernelCall):
+            for number, shape, elements, dtype in step.allocations:
                 if number in known:
                     continue
                 if device == "cpu":  # buffers.allocate: large ones from a pool of mappings
@@ -158,24 +193,26 @@ def call_source(
                         f"device={w.const(torch.device(device))})"
                     )
                 known[number] = (tuple(shape), _contiguous(shape))
-            items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in args]
+            items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in step.args]
+            name = step.name
             w.line(f"code, value = {kcall}({name!r}, [{', '.join(items)}], ())")
             w.line("if code:")
             w.line(f"{kraise}({name!r}, code, value)", 2)
-        elif step[0] == EXTERN:
-            _, fn, in_place, template, kwargs, positions, results, drops, _ = step
-            values = [arg(a) for a in template]
-            values += [f"{key}={arg(v)}" for key, v in kwargs.items()]
-            if in_place is not None and template and type(template[0]) is Ref:
+        elif isinstance(step, ExternCall):
+            values = [arg(a) for a in step.args]
+            values += [f"{key}={arg(v)}" for key, v in step.kwargs.items()]
+            fn = w.const(step.fn, step.callee)
+            if step.in_place is not None and step.args and type(step.args[0]) is Ref:
                 w.line(f"a0 = {values[0]}")
                 values[0] = "a0"
-                callee = f"({w.const(in_place)} if a0.is_contiguous() else {w.const(fn)})"
+                in_place = w.const(step.in_place, IN_PLACE_VARIANTS[step.callee])
+                callee = f"({in_place} if a0.is_contiguous() else {fn})"
             else:
-                callee = w.const(fn)
+                callee = fn
             w.line(f"out = {callee}({', '.join(values)})")
             w.line("outs = out if isinstance(out, (tuple, list)) else (out,)")
-            for r in results:
-                j = r.position if positions is None else positions[r.position]
+            for r in step.results:
+                j = r.position if step.positions is None else step.positions[r.position]
                 s, spec = f"s{r.storage}", w.const(r)
                 if r.storage in known:  # written over an existing storage
                     w.line(f"{s} = {adopt}({spec}, outs[{j}], {s})")
@@ -193,9 +230,7 @@ def call_source(
                 else:
                     w.line(f"{s} = {adopt}({spec}, outs[{j}], None)")
                 known[r.storage] = None
-        else:
-            drops = step[1]
-        for number in drops:
+        for number in step.drops:
             w.line(f"s{number} = None")
             known.pop(number, None)
     if finish is not None:
@@ -208,12 +243,28 @@ def call_source(
             outs.append(f"s{where}")
         else:
             shape, strides, offset = layout
-            outs.append(f"view(s{where}, {w.const(shape)}, {w.const(strides)}, {offset})")
+            outs.append(ref(Ref(where, tuple(shape), tuple(strides), offset)))
     w.line(f"return [{', '.join(outs)}]")
     source = "\n".join(w.lines) + "\n"
     scope = dict(w.names)
     exec(compile(source, "<fir call>", "exec"), scope)  # noqa: S102 - source written above
+    fast.constants = {k: v for k, v in w.names.items() if k[0] == "c" and k[1:].isdigit()}
+    fast.labels = dict(w.labels)
     return source, scope["call"]
+
+
+def describe_constants(constants: dict[str, Any], labels: dict[str, str]) -> str:
+    """The generated call's constants as comment lines, for reading its source."""
+    lines = []
+    for name, value in sorted(constants.items(), key=lambda kv: int(kv[0][1:])):
+        if name in labels:
+            text = labels[name]
+        elif isinstance(value, ResultSpec):
+            text = f"result %{value.name}: storage {value.storage}, {list(value.shape)}"
+        else:
+            text = repr(value)
+        lines.append(f"# {name} = {text[:100]}")
+    return "\n".join(lines) + "\n"
 
 
 def _has_ref(a: Any) -> bool:

@@ -16,7 +16,7 @@ that starts inside its memory is kept as a slice), so a kernel's pointer is the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -25,7 +25,7 @@ from fir.ir.dtypes import DType
 from fir.ir.externs import decode_torch_object
 from fir.ir.graph import Literal, Value
 
-from .call_source import EXTERN, KERNEL, NOTHING, Ref, ResultSpec, call_source
+from .call_source import ExternCall, KernelCall, Ref, Release, ResultSpec, Step, call_source
 from .layouts import storage_dtype
 from .plan import AliasStep, ExternStep, KernelStep
 
@@ -36,11 +36,13 @@ CompiledProgram = Any
 @dataclass
 class FastPlan:
     inputs: list[tuple[torch.dtype, tuple[int, ...], int]]
-    steps: list[tuple[Any, ...]]
+    steps: list[Step]
     outputs: list[tuple[bool, int, tuple[Any, ...] | None]]
     externs: bool  # whether any step calls PyTorch
     source: str = ""  # the generated call (:mod:`.call_source`)
     call: Any = None
+    constants: dict[str, Any] = field(default_factory=dict)  # the globals it reads
+    labels: dict[str, str] = field(default_factory=dict)  # what some of them are
 
 
 class _Dynamic(Exception):
@@ -120,7 +122,7 @@ def _build(p: CompiledProgram) -> FastPlan:
             and b.type.normalized().layout is None
         ):
             shaped[b.storage] = tuple(int(d) for d in b.type.shape)
-    steps: list[tuple[Any, ...]] = []
+    steps: list[Step] = []
     for k, step in enumerate(plan.steps):
         drops = tuple(p.drops.get(k, ()))
         if isinstance(step, KernelStep):
@@ -130,13 +132,8 @@ def _build(p: CompiledProgram) -> FastPlan:
                 sizes.append((s, shaped.get(s, (elements,)), elements, dtype))
             args = tuple(plan.buffers[a.name].storage for a in step.plan.args)
             steps.append(
-                (
-                    KERNEL,
-                    step.plan.name,
-                    tuple(sizes),
-                    args,
-                    drops,
-                    f"step {k}: kernel {step.plan.name}",
+                KernelCall(
+                    step.plan.name, tuple(sizes), args, drops, f"step {k}: kernel {step.plan.name}"
                 )
             )
         elif isinstance(step, ExternStep):
@@ -157,22 +154,22 @@ def _build(p: CompiledProgram) -> FastPlan:
             template = [_argument(p, a) for a in node.args]
             positions = node.attrs.get("results")
             steps.append(
-                (
-                    EXTERN,
+                ExternCall(
                     _direct(p.extern_fns[k]),
                     _direct(p.in_place_fns.get(k)),
+                    node.callee,
                     template,
                     {key: _argument(p, v) for key, v in node.kwargs.items()},
                     None if positions is None else tuple(positions),
                     tuple(results),
                     drops,
                     f"step {k}: {', '.join('%' + r.name for r in node.results)} = "
-                    f"{step.in_place or node.callee}",
+                    f"{node.callee}" + (f" (in place: {step.in_place})" if step.in_place else ""),
                 )
             )
         elif drops:  # a view runs nothing; a storage may still be released after it
             assert isinstance(step, AliasStep)
-            steps.append((NOTHING, drops, f"step {k}: %{step.result}, a view"))
+            steps.append(Release(drops, f"step {k}: %{step.result}, a view"))
     outputs: list[tuple[bool, int, tuple[Any, ...] | None]] = []
     for name in plan.outputs:
         b = plan.buffers[name]
@@ -182,7 +179,7 @@ def _build(p: CompiledProgram) -> FastPlan:
             outputs.append((False, b.storage, None))
         else:
             outputs.append((False, b.storage, _layout(p, name)))
-    fast = FastPlan(inputs, steps, outputs, any(s[0] == EXTERN for s in steps))
+    fast = FastPlan(inputs, steps, outputs, any(isinstance(s, ExternCall) for s in steps))
     finish = p._finish if p.finish is not None else None
     fast.source, fast.call = call_source(
         fast, p.device, p.tensors, p.kernels.call, p._raise, finish

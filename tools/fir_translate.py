@@ -4,6 +4,7 @@
     fir-translate prog.fir -p fusion --target cpp    # the C++/OpenMP translation unit
     fir-translate prog.fir -p fusion --target triton # the Triton module (CUDA)
     fir-translate prog.fir -p fusion --target llvm [--opt]  # LLVM IR, before or after O3
+    fir-translate prog.fir -p fusion --target call   # the host code that runs the steps
 
 The program must be at loop level when the pipeline is done (``-p fusion`` takes a tensor-level
 program there). Errors are located, exit status 1.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from fir.tools.cli import ArgParser, run_main
 
-TARGETS = ("plan", "cpp", "triton", "llvm")
+TARGETS = ("plan", "cpp", "triton", "llvm", "call")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -47,6 +48,8 @@ def translate(module: object, target: str, opt: bool = False) -> str:
             text = str(render_module(p.kernels(), symbol, llvm.get_process_triple()))
             texts.append(str(optimise(text, p.name)[0]) if opt else text)
         return "\n".join(texts)
+    if target == "call":
+        return _calls(plan_module(module))  # type: ignore[arg-type]
     if target == "triton":
         from fir.backends.triton import keeps_rows
         from fir.backends.triton.render import render_program as render_triton
@@ -59,6 +62,31 @@ def translate(module: object, target: str, opt: bool = False) -> str:
     from fir.backends.cpp.render import render_program
 
     return "\n".join(render_program(p) for p in plans)
+
+
+def _calls(plans: list[object]) -> str:
+    """Each program's generated call (the runtime's fast path), with its constants; kernels
+    are not compiled for this, so the call is shown, not run."""
+    from fir.backends.call_source import describe_constants
+    from fir.backends.runtime import CompiledProgram
+
+    class _NotCompiled:
+        def call(self, name: str, pointers: list[object], sizes: list[int]) -> tuple[int, int]:
+            raise NotImplementedError("fir-translate shows the call; it compiles no kernel")
+
+    out = []
+    for plan in plans:
+        program = CompiledProgram(plan, _NotCompiled())  # type: ignore[arg-type]
+        name = plan.name  # type: ignore[attr-defined]
+        fast = program.fast
+        if fast is None:
+            out.append(
+                f"# @{name}: sizes are symbolic or an input has a layout of its own; the "
+                "runtime's general path runs it (no generated call)\n"
+            )
+            continue
+        out.append(f"# @{name}\n{fast.source}\n{describe_constants(fast.constants, fast.labels)}")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
