@@ -3,11 +3,13 @@
 :class:`~fir.backends.runtime.CompiledProgram`'s general call walks the plan and works out,
 at every call, each buffer's layout, each extern argument's kind and each result's fate. For a
 program without size symbols all of that is the same at every call, so it is worked out here
-once: each step becomes a tuple of what it needs (storage numbers, shapes, the PyTorch op to
-call), and a call does only the checks that depend on the inputs, the allocations, the kernel
-and extern calls, and the adoption of extern results. Measured on the two-GPU transformer block
-of ``benchmarks/bench_tp.py`` (16 steps, 7 of them extern calls), the general path made the
-host, not the GPU, set the step time.
+once: each step becomes a record of what it needs (storage numbers, shapes, the PyTorch op to
+call: :mod:`.call_source`'s ``KernelCall``, ``ExternCall``, ``Release``), and those records are
+written out as a Python function (:func:`~.call_source.call_source`) that does only the checks
+that depend on the inputs, the allocations, the kernel and extern calls, and the adoption of
+extern results. Measured on the two-GPU transformer block of ``benchmarks/bench_tp.py`` (16
+steps, 7 of them extern calls), the general path made the host, not the GPU, set the step
+time.
 
 A storage here is a flat tensor whose element 0 is the storage's element 0 (an extern result
 that starts inside its memory is kept as a slice), so a kernel's pointer is the tensor's.
