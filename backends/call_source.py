@@ -14,6 +14,7 @@ Objects the code needs (dtypes, shapes, ops, argument constants) are passed as g
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ class KernelCall:
     args: tuple[int, ...]  # the storage of each argument
     drops: tuple[int, ...]  # storages released after the call
     comment: str
+    index: int  # the plan's step
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class ExternCall:
     results: tuple[ResultSpec, ...]
     drops: tuple[int, ...]
     comment: str
+    index: int
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Release:
 
     drops: tuple[int, ...]
     comment: str
+    index: int
 
 
 Step = KernelCall | ExternCall | Release
@@ -131,16 +135,26 @@ class _Writer:
 
 
 def call_source(
-    fast: Any, device: str, tensors: bool, kernel_call: Any, raise_: Any, finish: Any
+    fast: Any,
+    device: str,
+    tensors: bool,
+    kernel_call: Any,
+    raise_: Any,
+    finish: Any,
+    timed: bool = False,
 ) -> tuple[str, Callable[..., Any]]:
     """The source of ``call(inputs)`` for ``fast`` and the function it defines. ``call``
     returns the outputs, or None where an input is not as the plan expects (the general path
-    then checks it, copies it or says what is wrong)."""
+    then checks it, copies it or says what is wrong). ``timed``: ``call(inputs, times)``, which
+    adds each step's host time to ``times[k]`` (``k`` the plan's step), for ``fir-run --bench``
+    and the benchmarks."""
     w = _Writer()
     kcall = w.const(kernel_call, "the kernels' call(name, arguments, sizes)")
     kraise = w.const(raise_, "raises the error a kernel reported")
     adopt = w.const(_adopt_fn(device), "an extern result into its storage (copied if need be)")
-    w.lines.append("def call(inputs):")
+    w.lines.append("def call(inputs, times):" if timed else "def call(inputs):")
+    if timed:
+        w.names["tick"] = time.perf_counter
     names = [f"x{k}" for k in range(len(fast.inputs))]
     if names:
         w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = inputs")
@@ -178,6 +192,8 @@ def call_source(
 
     for step in fast.steps:
         w.line(f"# {step.comment}")
+        if timed:
+            w.line("t_start = tick()")
         if isinstance(step, KernelCall):
             for number, shape, elements, dtype in step.allocations:
                 if number in known:
@@ -230,6 +246,8 @@ def call_source(
                 else:
                     w.line(f"{s} = {adopt}({spec}, outs[{j}], None)")
                 known[r.storage] = None
+        if timed:
+            w.line(f"times[{step.index}] += tick() - t_start")
         for number in step.drops:
             w.line(f"s{number} = None")
             known.pop(number, None)
@@ -248,8 +266,9 @@ def call_source(
     source = "\n".join(w.lines) + "\n"
     scope = dict(w.names)
     exec(compile(source, "<fir call>", "exec"), scope)  # noqa: S102 - source written above
-    fast.constants = {k: v for k, v in w.names.items() if k[0] == "c" and k[1:].isdigit()}
-    fast.labels = dict(w.labels)
+    if not timed:
+        fast.constants = {k: v for k, v in w.names.items() if k[0] == "c" and k[1:].isdigit()}
+        fast.labels = dict(w.labels)
     return source, scope["call"]
 
 

@@ -45,6 +45,7 @@ class FastPlan:
     call: Any = None
     constants: dict[str, Any] = field(default_factory=dict)  # the globals it reads
     labels: dict[str, str] = field(default_factory=dict)  # what some of them are
+    timed: Any = None  # ``call(inputs, times)``, made at the first timed call
 
 
 class _Dynamic(Exception):
@@ -135,7 +136,12 @@ def _build(p: CompiledProgram) -> FastPlan:
             args = tuple(plan.buffers[a.name].storage for a in step.plan.args)
             steps.append(
                 KernelCall(
-                    step.plan.name, tuple(sizes), args, drops, f"step {k}: kernel {step.plan.name}"
+                    step.plan.name,
+                    tuple(sizes),
+                    args,
+                    drops,
+                    f"step {k}: kernel {step.plan.name}",
+                    k,
                 )
             )
         elif isinstance(step, ExternStep):
@@ -167,11 +173,12 @@ def _build(p: CompiledProgram) -> FastPlan:
                     drops,
                     f"step {k}: {', '.join('%' + r.name for r in node.results)} = "
                     f"{node.callee}" + (f" (in place: {step.in_place})" if step.in_place else ""),
+                    k,
                 )
             )
         elif drops:  # a view runs nothing; a storage may still be released after it
             assert isinstance(step, AliasStep)
-            steps.append(Release(drops, f"step {k}: %{step.result}, a view"))
+            steps.append(Release(drops, f"step {k}: %{step.result}, a view", k))
     outputs: list[tuple[bool, int, tuple[Any, ...] | None]] = []
     for name in plan.outputs:
         b = plan.buffers[name]
@@ -195,10 +202,29 @@ def _direct(fn: Any) -> Any:
     return getattr(fn, "_op", fn)
 
 
-def call_fast(p: CompiledProgram, fast: FastPlan, inputs: Sequence[torch.Tensor]) -> Any:
+def call_fast(
+    p: CompiledProgram,
+    fast: FastPlan,
+    inputs: Sequence[torch.Tensor],
+    times: list[float] | None = None,
+) -> Any:
     """One call through ``fast``'s generated function; None where an input is not as the plan
-    expects (the general path then checks it, copies it or says what is wrong)."""
+    expects (the general path then checks it, copies it or says what is wrong). With
+    ``times``, the timed function, which adds each step's host time to ``times[k]``."""
+    if times is None:
+        call = fast.call
+    else:
+        if fast.timed is None:
+            finish = p._finish if p.finish is not None else None
+            fast.timed = call_source(
+                fast, p.device, p.tensors, p.kernels.call, p._raise, finish, timed=True
+            )[1]
+        timed = fast.timed
+
+        def call(inputs: Sequence[torch.Tensor]) -> Any:
+            return timed(inputs, times)
+
     if fast.externs and torch.is_grad_enabled():
         with torch.no_grad():  # an inference program: nothing for autograd to record
-            return fast.call(inputs)
-    return fast.call(inputs)
+            return call(inputs)
+    return call(inputs)

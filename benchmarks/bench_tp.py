@@ -164,8 +164,8 @@ def profile(runners: dict[str, Any], x: torch.Tensor, device: str, steps: int) -
 def fir_host_split(f: Any, x: torch.Tensor, device: str, steps: int) -> str:
     """Where FIR's host time per step goes: inside its compiled program (the runtime, timed
     by wrapping the program) against the whole call (Dynamo's guards, AOTAutograd's and
-    DTensor's wrappers around it); then the program's own steps, one by one (the runtime's
-    general path, which times each step)."""
+    DTensor's wrappers around it); then the program's own steps, one by one (its generated
+    call, timed step by step)."""
     from fir.frontend.backend import COMPILED
 
     graph = COMPILED[-1]
@@ -199,7 +199,7 @@ def fir_host_split(f: Any, x: torch.Tensor, device: str, steps: int) -> str:
     times, program.step_times = program.step_times, None
     n = len(program.plan.steps)
     per_step = [sum(times[k::n]) / steps for k in range(n)]
-    lines.append(f"  the general path: {sum(per_step) * 1e6:.0f} us per call; by step:")
+    lines.append(f"  timed step by step: {sum(per_step) * 1e6:.0f} us per call; by step:")
     for k in sorted(range(n), key=lambda k: -per_step[k])[:8]:
         lines.append(f"  {per_step[k] * 1e6:8.1f} us  step {k}: {_describe(program.plan.steps[k])}")
     return "\n".join(lines)

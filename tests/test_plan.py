@@ -330,8 +330,9 @@ def test_the_fast_call_path_returns_what_the_general_one_does() -> None:
     assert prog.fast is not None
     x = torch.randn(4, 8)
     fast = prog(x)
-    prog.step_times = []  # timing takes the general path
+    shortcut, prog.fast = prog.fast, None  # the general path
     general = prog(x)
+    prog.fast = shortcut
     want = run_graph(parse_module(text).funcs[0], [x])
     for a, b, w in zip(fast, general, want):
         assert a.shape == b.shape == w.shape
@@ -366,13 +367,20 @@ def test_the_fast_path_takes_extern_calls_and_matches_the_general_one(offset_inp
     x = big[2:6] if offset_input else torch.randn(4, 8)
     w = torch.randn(8, 6)
     fast = prog(x, w)
-    prog.step_times = []  # timing takes the general path
+    shortcut, prog.fast = prog.fast, None  # the general path
     general = prog(x, w)
+    prog.fast = shortcut
+    prog.step_times = []  # the generated call, timed step by step
+    timed = prog(x, w)
+    assert len(prog.step_times) == len(prog.plan.steps)
+    assert all(t >= 0 for t in prog.step_times) and sum(prog.step_times) > 0
+    prog.step_times = None
     want = run_graph(parse_module(text).funcs[0], [x.clone(), w])
-    for a, b, expected in zip(fast, general, want):
-        assert a.shape == b.shape == expected.shape
+    for a, b, c, expected in zip(fast, general, timed, want):
+        assert a.shape == b.shape == c.shape == expected.shape
         torch.testing.assert_close(a, expected)
         torch.testing.assert_close(b, expected)
+        torch.testing.assert_close(c, expected)
 
 
 def test_the_generated_call_reads_as_the_plan_and_skips_what_is_known() -> None:
