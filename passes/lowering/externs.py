@@ -44,6 +44,7 @@ class _Op:
 
 _REDUCTION_ENUM = {"none": 0, "mean": 1, "sum": 2}
 
+
 def _matmul(o: _Op) -> Call:
     """``aten.mm``/``aten.bmm`` where the ranks say which (what ``aten.matmul`` would call,
     without its composite's dispatch on the host at every call: the GPU's matmuls are often
