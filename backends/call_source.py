@@ -69,6 +69,7 @@ class ExternCall:
     args: list[Any]  # constants, with a :class:`Ref` for each buffer
     kwargs: dict[str, Any]
     positions: tuple[int, ...] | None  # the call's outputs the node keeps (None: all)
+    single: bool  # the op returns one tensor, not a tuple (its schema says so)
     results: tuple[ResultSpec, ...]
     drops: tuple[int, ...]
     comment: str
@@ -225,16 +226,20 @@ def call_source(
                 callee = f"({in_place} if a0.is_contiguous() else {fn})"
             else:
                 callee = fn
-            w.line(f"out = {callee}({', '.join(values)})")
-            w.line("outs = out if isinstance(out, (tuple, list)) else (out,)")
+            if step.single:
+                w.line(f"out = {callee}({', '.join(values)})")
+            else:
+                w.line(f"out = {callee}({', '.join(values)})")
+                w.line("outs = out if isinstance(out, (tuple, list)) else (out,)")
             for r in step.results:
                 j = r.position if step.positions is None else step.positions[r.position]
+                got = "out" if step.single else f"outs[{j}]"  # a single tensor: position 0
                 s, spec = f"s{r.storage}", w.const(r)
                 if r.storage in known:  # written over an existing storage
-                    w.line(f"{s} = {adopt}({spec}, outs[{j}], {s})")
+                    w.line(f"{s} = {adopt}({spec}, {got}, {s})")
                     continue
                 if r.offset == 0 and on_device:
-                    w.line(f"t = outs[{j}]")
+                    w.line(f"t = {got}")
                     w.line(
                         f"if t is not None and t.dtype is {w.const(r.dtype)} and t.shape == "
                         f"{w.const(r.shape)} and t.stride() == {w.const(r.strides)} "
@@ -244,7 +249,7 @@ def call_source(
                     w.line("else:")
                     w.line(f"{s} = {adopt}({spec}, t, None)", 2)
                 else:
-                    w.line(f"{s} = {adopt}({spec}, outs[{j}], None)")
+                    w.line(f"{s} = {adopt}({spec}, {got}, None)")
                 known[r.storage] = None
         if timed:
             w.line(f"times[{step.index}] += tick() - t_start")

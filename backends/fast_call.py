@@ -169,6 +169,7 @@ def _build(p: CompiledProgram) -> FastPlan:
                     template,
                     {key: _argument(p, v) for key, v in node.kwargs.items()},
                     None if positions is None else tuple(positions),
+                    _returns_one_tensor(p.extern_fns[k]),
                     tuple(results),
                     drops,
                     f"step {k}: {', '.join('%' + r.name for r in node.results)} = "
@@ -194,6 +195,14 @@ def _build(p: CompiledProgram) -> FastPlan:
         fast, p.device, p.tensors, p.kernels.call, p._raise, finish
     )
     return fast
+
+
+def _returns_one_tensor(fn: Any) -> bool:
+    schema = getattr(fn, "_schema", None)
+    if schema is None:
+        return False
+    returns = schema.returns
+    return len(returns) == 1 and str(returns[0].type) == "Tensor"
 
 
 def _direct(fn: Any) -> Any:

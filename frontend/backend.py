@@ -153,12 +153,16 @@ class CompiledGraph:
     # that input); FIR computes only the others
     none_outputs: tuple[int, ...] = ()
     calls: int = 0  # how many times the compiled graph ran
+    _kept: list[int] | None = None  # the positions of the inputs the program takes
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         self.calls += 1
         if self.report.dropped_inputs:  # sizes come from the tensors' shapes; tokens are None
-            skip = set(self.report.dropped_inputs)
-            inputs = tuple(x for k, x in enumerate(inputs) if k not in skip)
+            keep = self._kept
+            if keep is None or len(keep) + len(self.report.dropped_inputs) != len(inputs):
+                skip = set(self.report.dropped_inputs)
+                keep = self._kept = [k for k in range(len(inputs)) if k not in skip]
+            inputs = tuple([inputs[k] for k in keep])
         if self.program is not None:  # kernels write memory; extern calls run under no_grad
             out = self.program(*inputs, *self.constants)
         else:
