@@ -89,6 +89,13 @@ Step = KernelCall | ExternCall | Release
 
 
 def adopt(r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str) -> torch.Tensor:
+    """(``device``: where the program's memory is, ``cuda:1`` or ``cpu``.)"""
+    return _adopt(r, t, existing, device, torch.device(device).type)
+
+
+def _adopt(
+    r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str, kind: str
+) -> torch.Tensor:
     """The storage of extern result ``t``: its own memory where it is laid out as planned and
     the storage is not taken yet (``existing`` None), else ``existing`` (or a new storage) with
     ``t`` copied into the planned layout."""
@@ -96,7 +103,7 @@ def adopt(r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str) -> 
         t = torch.empty(r.shape, dtype=r.dtype, device=device)
     if t.dtype != r.dtype:
         t = t.to(r.dtype)
-    if t.device.type != device:  # a constant the lowering made (``torch.tensor``)
+    if t.device.type != kind:  # a constant the lowering made (``torch.tensor``)
         t = t.to(device)
     if t.shape != r.shape:
         raise FirError(
@@ -159,11 +166,17 @@ def call_source(
     names = [f"x{k}" for k in range(len(fast.inputs))]
     if names:
         w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = inputs")
-    on_device = {"cpu": "is_cpu", "cuda": "is_cuda"}.get(device)
+    place = torch.device(device)
+    # the test that a tensor is on the program's device: ``get_device()`` gives a GPU's index
+    # (-1 on the CPU), as cheap as ``is_cuda`` (55 ns), which ``device.type`` is not (265 ns)
+    if place.type == "cuda" and place.index is not None:
+        on_device = f"get_device() == {place.index}"
+    else:
+        on_device = {"cpu": "is_cpu", "cuda": "is_cuda"}.get(place.type, "")
     # what each live storage's tensor is known to be: (shape, strides), or None if unknown
     known: dict[int, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
     for (dtype, shape, number), x in zip(fast.inputs, names):
-        where = f"not {x}.{on_device}" if on_device else f"{x}.device.type != {device!r}"
+        where = f"not {x}.{on_device}" if on_device else f"{x}.device.type != {place.type!r}"
         w.line(
             f"if {x}.dtype is not {w.const(dtype)} or {x}.shape != {w.const(shape)} "
             f"or not {x}.is_contiguous() or {where}:"
@@ -199,7 +212,7 @@ def call_source(
             for number, shape, elements, dtype in step.allocations:
                 if number in known:
                     continue
-                if device == "cpu":  # buffers.allocate: large ones from a pool of mappings
+                if place.type == "cpu":  # buffers.allocate: large ones from a pool of mappings
                     w.line(
                         f"s{number} = allocate({elements}, {w.const(dtype)}, "
                         f"{w.const(shape)}, 'cpu')"
@@ -207,7 +220,7 @@ def call_source(
                 else:  # the caching allocator already recycles memory: no call in between
                     w.line(
                         f"s{number} = empty({w.const(shape)}, dtype={w.const(dtype)}, "
-                        f"device={w.const(torch.device(device))})"
+                        f"device={w.const(place)})"
                     )
                 known[number] = (tuple(shape), _contiguous(shape))
             items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in step.args]
@@ -304,7 +317,9 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _adopt_fn(device: str) -> Callable[..., Any]:
+    kind = torch.device(device).type
+
     def adopt_on_device(r: Any, t: Any, existing: Any) -> Any:
-        return adopt(r, t, existing, device)
+        return _adopt(r, t, existing, device, kind)
 
     return adopt_on_device

@@ -192,7 +192,7 @@ def _build(p: CompiledProgram) -> FastPlan:
     fast = FastPlan(inputs, steps, outputs, any(isinstance(s, ExternCall) for s in steps))
     finish = p._finish if p.finish is not None else None
     fast.source, fast.call = call_source(
-        fast, p.device, p.tensors, p.kernels.call, p._raise, finish
+        fast, p.alloc_device, p.tensors, p.kernels.call, p._raise, finish
     )
     return fast
 
@@ -226,7 +226,7 @@ def call_fast(
         if fast.timed is None:
             finish = p._finish if p.finish is not None else None
             fast.timed = call_source(
-                fast, p.device, p.tensors, p.kernels.call, p._raise, finish, timed=True
+                fast, p.alloc_device, p.tensors, p.kernels.call, p._raise, finish, timed=True
             )[1]
         timed = fast.timed
 

@@ -70,7 +70,12 @@ class CompiledProgram:
     def __init__(self, plan: ProgramPlan, kernels: Kernels, device: str = "cpu") -> None:
         self.plan = plan
         self.kernels = kernels
-        self.device = device
+        # ``device`` may name a GPU (``cuda:1``): the program's memory is allocated there and its
+        # inputs must be there, whatever device is current when it is called
+        where = torch.device(device)
+        self.device = where.type
+        self.device_index: int | None = where.index
+        self.alloc_device = device
         self.tensors = bool(getattr(kernels, "takes_tensors", False))
         self.finish = getattr(kernels, "finish", None)
         self.symbols = {
@@ -202,9 +207,11 @@ class CompiledProgram:
                 raise RuntimeInputError(
                     f"input %{name} must have dtype {i.buffer.type.dtype} ({i.dtype}), got {x.dtype}"
                 )
-            if x.device.type != self.device:
+            if x.device.type != self.device or (
+                self.device_index is not None and x.get_device() != self.device_index
+            ):
                 raise RuntimeInputError(
-                    f"input %{name} is on {x.device}; this program runs on {self.device}"
+                    f"input %{name} is on {x.device}; this program runs on {self.alloc_device}"
                 )
             if x.dim() != len(i.shape):
                 raise RuntimeInputError(
@@ -300,7 +307,7 @@ class _Call:
             size = (elements, storage_dtype(self.plan, number))
             if self.p.static:
                 self.p.storage_sizes[number] = size
-        self.storages[number] = allocate(size[0], size[1], device=self.p.device)
+        self.storages[number] = allocate(size[0], size[1], device=self.p.alloc_device)
         self.bases[number] = 0
 
     def free(self, number: int) -> None:
@@ -383,7 +390,7 @@ class _Call:
         if t.dtype != dtype:
             t = t.to(dtype)
         if t.device.type != self.p.device:  # a constant the lowering made (``torch.tensor``)
-            t = t.to(self.p.device)
+            t = t.to(self.p.alloc_device)
         shape = [self.dim(d) for d in want.shape]
         strides = [self.dim(s) for s in want.strides]
         offset = self.dim(want.offset)

@@ -283,7 +283,10 @@ def _compile(
         stage[0] = f"{backend} back end"
         try:
             compiled.program = compile_function(
-                compiled.module.funcs[0], backend, device=_device(where), autotune=options.autotune
+                compiled.module.funcs[0],
+                backend,
+                device=_placement(where),
+                autotune=options.autotune,
             )
         except FirError as e:
             raise BackendCompileError(
@@ -293,8 +296,9 @@ def _compile(
         if device != "cpu":  # constants the import made (folded arange, eye …) go with it
             from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+            place = compiled.program.alloc_device
             with unset_fake_temporarily():  # real tensors, moved outside Dynamo's fake mode
-                compiled.constants = [c.to(device) for c in compiled.constants]
+                compiled.constants = [c.to(place) for c in compiled.constants]
         if options.cuda_graphs and device == "cuda":
             from fir.backends.graphs import CudaGraphProgram
 
@@ -516,6 +520,20 @@ def _output_values(gm: torch.fx.GraphModule) -> list[Any]:
 def _device(inputs: Sequence[Any]) -> str:
     kinds = {x.device.type for x in inputs if isinstance(x, torch.Tensor)}
     return "cuda" if "cuda" in kinds else ("cpu" if kinds <= {"cpu"} else sorted(kinds)[0])
+
+
+def _placement(inputs: Sequence[Any]) -> str:
+    """The device a graph's program runs on, with the GPU's index (``cuda:1``): the graph's
+    CUDA tensors', not the device current when it is called (a model put on ``cuda:1``
+    without ``torch.cuda.set_device``)."""
+    device = _device(inputs)
+    if device != "cuda":
+        return device
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "cuda":
+            index = x.device.index
+            return f"cuda:{torch.cuda.current_device() if index is None else index}"
+    return device
 
 
 def pipeline_for(options: CompileOptions, backend: str | None) -> str:

@@ -424,3 +424,41 @@ def test_the_generated_call_allocates_gpu_memory_straight_from_torch() -> None:
     assert "= empty(" in source and "allocate(" not in source and callable(call)
     assert "not x0.is_cuda" in source
     assert call((torch.randn(4, 8),)) is None  # a CPU tensor: the general path says so
+
+
+def test_a_program_for_one_gpu_checks_its_inputs_are_there() -> None:
+    """A program compiled for ``cuda:1`` (a model on the second GPU, whatever device is
+    current) allocates there and takes inputs only from there: the generated call tests
+    ``get_device()`` (as cheap as ``is_cuda``) and hands anything else to the general path,
+    which says where the input is. Fake CUDA tensors stand in for real ones: no GPU here."""
+    from fir.backends.call_source import call_source
+    from fir.backends.runtime import CompiledProgram
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    plan = compile_plan(parse_pipeline("fusion").run(parse_module(SOFTMAX))).plan
+    prog = CompiledProgram(plan, PlanKernels(plan.kernels()), device="cuda:1")
+    assert (prog.device, prog.device_index, prog.alloc_device) == ("cuda", 1, "cuda:1")
+    fast = prog.fast
+    assert fast is not None and "not x0.get_device() == 1" in fast.source
+    assert torch.device("cuda:1") in fast.constants.values()  # allocations go there
+    with FakeTensorMode():
+        on_gpu0 = torch.empty(4, 8, device="cuda:0")
+    assert fast.call((on_gpu0,)) is None
+    with pytest.raises(
+        RuntimeInputError, match=r"input %x is on cuda:0; this program runs on cuda:1"
+    ):
+        prog(on_gpu0)
+    with pytest.raises(RuntimeInputError, match=r"input %x is on cpu"):
+        prog(torch.randn(4, 8))
+    source, _ = call_source(fast, "cuda", True, prog.kernels.call, prog._raise, None)
+    assert "not x0.is_cuda" in source  # no index: any GPU, the current one's memory
+
+
+def test_the_frontend_places_a_graph_on_its_tensors_gpu() -> None:
+    from fir.frontend.backend import _placement
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, w = torch.empty(4, device="cuda:1"), torch.empty(4, device="cuda:1")
+    assert _placement([x, w, 3]) == "cuda:1"
+    assert _placement([torch.randn(2)]) == "cpu"

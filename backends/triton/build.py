@@ -212,7 +212,11 @@ class TritonKernels:
             if direct.launch(pointers, sizes, grid, self.stream()):
                 return 0, 0
             # a pointer that is not 16-byte aligned: Triton's launcher below
-        self.launchers[name](args, sizes, self.err)
+        if self.device == "cpu":  # the interpreter
+            self.launchers[name](args, sizes, self.err)
+        else:  # Triton's launcher loads and launches on the current device: make it this one
+            with torch.cuda.device(self.ordinal):
+                self.launchers[name](args, sizes, self.err)
         return 0, 0
 
     def finish(self, wait: bool = False) -> tuple[str, int, int] | None:
@@ -233,7 +237,7 @@ class TritonKernels:
             self.err_host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
         self.err_host.copy_(self.err, non_blocking=True)
         self.pending = torch.cuda.Event()
-        self.pending.record()
+        self.pending.record(torch.cuda.current_stream(self.ordinal))
         return failed
 
     def _read(self, buffer: torch.Tensor) -> tuple[str, int, int] | None:
