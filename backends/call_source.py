@@ -88,17 +88,13 @@ class Release:
 Step = KernelCall | ExternCall | Release
 
 
-def adopt(r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str) -> torch.Tensor:
-    """(``device``: where the program's memory is, ``cuda:1`` or ``cpu``.)"""
-    return _adopt(r, t, existing, device, torch.device(device).type)
-
-
 def _adopt(
     r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str, kind: str
 ) -> torch.Tensor:
     """The storage of extern result ``t``: its own memory where it is laid out as planned and
     the storage is not taken yet (``existing`` None), else ``existing`` (or a new storage) with
-    ``t`` copied into the planned layout."""
+    ``t`` copied into the planned layout. ``device``: where the program's memory is (``cpu``,
+    ``cuda:1``), ``kind`` its type."""
     if t is None:  # a call made for its effect (an assertion): its result is a token
         t = torch.empty(r.shape, dtype=r.dtype, device=device)
     if t.dtype != r.dtype:
@@ -122,6 +118,8 @@ def _adopt(
 
 
 class _Writer:
+    """The lines of the function, and the globals they name."""
+
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"allocate": allocate, "empty": torch.empty, "view": view}
