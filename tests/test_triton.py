@@ -474,40 +474,57 @@ def test_a_constant_tensor_lives_on_the_programs_device() -> None:
     check(text)
 
 
+class _FakeCuda:
+    """The CUDA driver entry points :class:`~fir.backends.triton.launch._Driver` calls, faked:
+    device N's primary context is the handle 1000 + N, device 0's is current at first, and a
+    kernel (its handle that of its context, here) launches only where its context is current."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self.ctypes = ctypes
+        self.current = 1000
+        self.set_to: list[int] = []
+        self.launched_in: list[int] = []
+
+    def cuDeviceGet(self, out: object, ordinal: int) -> int:  # noqa: N802
+        ct = self.ctypes
+        ct.cast(out, ct.POINTER(ct.c_int))[0] = ordinal
+        return 0
+
+    def cuDevicePrimaryCtxRetain(self, out: object, device: int) -> int:  # noqa: N802
+        ct = self.ctypes
+        ct.cast(out, ct.POINTER(ct.c_void_p))[0] = 1000 + device
+        return 0
+
+    def cuCtxGetCurrent(self, out: object) -> int:  # noqa: N802
+        ct = self.ctypes
+        ct.cast(out, ct.POINTER(ct.c_void_p))[0] = self.current
+        return 0
+
+    def cuCtxSetCurrent(self, ctx: object) -> int:  # noqa: N802
+        self.current = int(ctx.value or 0)  # type: ignore[attr-defined]
+        self.set_to.append(self.current)
+        return 0
+
+    def launch(self, function: int, *rest: object) -> int:
+        if self.current != function:
+            return 400  # CUDA_ERROR_INVALID_HANDLE
+        self.launched_in.append(self.current)
+        return 0
+
+
 def test_modules_load_into_the_context_of_their_device() -> None:
     """A compile thread whose current context is device 0's (the CUDA runtime makes it on a new
     thread) must load a program for device 1 into device 1's primary context: rank 1 of a
     tensor-parallel job failed its first launch with CUDA_ERROR_INVALID_HANDLE. The driver is
     faked: no GPU here."""
-    import ctypes
     import threading
 
     from fir.backends.triton.launch import _Driver
 
-    class FakeCuda:
-        def __init__(self) -> None:
-            self.current = 1000  # device 0's primary context
-            self.set_to: list[int] = []
-
-        def cuDeviceGet(self, out: object, ordinal: int) -> int:  # noqa: N802
-            ctypes.cast(out, ctypes.POINTER(ctypes.c_int))[0] = ordinal
-            return 0
-
-        def cuDevicePrimaryCtxRetain(self, out: object, device: int) -> int:  # noqa: N802
-            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = 1000 + device
-            return 0
-
-        def cuCtxGetCurrent(self, out: object) -> int:  # noqa: N802
-            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = self.current
-            return 0
-
-        def cuCtxSetCurrent(self, ctx: ctypes.c_void_p) -> int:  # noqa: N802
-            self.current = int(ctx.value or 0)
-            self.set_to.append(self.current)
-            return 0
-
     d = object.__new__(_Driver)
-    d.lib = FakeCuda()  # type: ignore[assignment]
+    d.lib = _FakeCuda()  # type: ignore[assignment]
     d.primary, d.primary_lock = {}, threading.Lock()
     d.make_current(1)
     assert d.lib.set_to == [1001]  # type: ignore[attr-defined]
@@ -551,40 +568,12 @@ def test_a_launch_from_another_devices_thread_runs_in_the_kernels_context() -> N
     """A kernel loaded into device 1's context, launched from a thread whose current context
     is device 0's: the driver refuses the handle; the launch is retried in device 1's context
     and the thread gets device 0's back. Faked driver: no GPU here."""
-    import ctypes
     import threading
 
     from fir.backends.triton.launch import CubinKernel, _Driver
 
-    class FakeCuda:
-        def __init__(self) -> None:
-            self.current = 1000
-            self.launched_in: list[int] = []
-
-        def cuDeviceGet(self, out: object, ordinal: int) -> int:  # noqa: N802
-            ctypes.cast(out, ctypes.POINTER(ctypes.c_int))[0] = ordinal
-            return 0
-
-        def cuDevicePrimaryCtxRetain(self, out: object, device: int) -> int:  # noqa: N802
-            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = 1000 + device
-            return 0
-
-        def cuCtxGetCurrent(self, out: object) -> int:  # noqa: N802
-            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = self.current
-            return 0
-
-        def cuCtxSetCurrent(self, ctx: ctypes.c_void_p) -> int:  # noqa: N802
-            self.current = int(ctx.value or 0)
-            return 0
-
-        def launch(self, function: int, *rest: object) -> int:
-            if self.current != function:  # the function handle is its context's, here
-                return 400
-            self.launched_in.append(self.current)
-            return 0
-
     d = object.__new__(_Driver)
-    fake = FakeCuda()
+    fake = _FakeCuda()
     d.lib, d.launch = fake, fake.launch  # type: ignore[assignment]
     d.primary, d.primary_lock = {}, threading.Lock()
     k = object.__new__(CubinKernel)

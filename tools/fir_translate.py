@@ -69,10 +69,13 @@ def _calls(plans: list[object]) -> str:
     are not compiled for this, so the call is shown, not run."""
     from fir.backends.call_source import describe_constants
     from fir.backends.runtime import CompiledProgram
+    from fir.ir.errors import FirError
 
     class _NotCompiled:
+        """Kernels that are named, never run: the call is printed, not made."""
+
         def call(self, name: str, pointers: list[object], sizes: list[int]) -> tuple[int, int]:
-            raise NotImplementedError("fir-translate shows the call; it compiles no kernel")
+            raise FirError(f"kernel {name}: fir-translate prints the call and compiles no kernel")
 
     out = []
     for plan in plans:
