@@ -149,6 +149,8 @@ def profile(runners: dict[str, Any], x: torch.Tensor, device: str, steps: int) -
                 kernels.append((us if us is not None else e.self_cuda_time_total, e))
             elif not on_device:
                 calls.append((e.self_cpu_time_total, e))
+        if device == "cuda":
+            out.append(device_timeline(prof, name, steps))
         out.append(
             f"{name}: host {host * 1e3:.3f} ms per step (until the calls return), "
             f"device {sum(u for u, _ in kernels) / steps / 1e3:.3f} ms of kernels per step"
@@ -159,6 +161,48 @@ def profile(runners: dict[str, Any], x: torch.Tensor, device: str, steps: int) -
             for us, e in rows[:12]:
                 out.append(f"  {us / steps:9.1f} us  x{e.count / steps:g}  {e.key[:100]}")
     return "\n".join(out)
+
+
+def device_timeline(prof: Any, name: str, steps: int) -> str:
+    """Where the device idles: the profiled steps' span from the first kernel's start to the
+    last one's end, the time some kernel (or copy) runs in it, and the largest idle gaps
+    between one kernel's end and the next start, summed over the pairs of kernels around
+    them. A step slower than its kernels is slower in these gaps."""
+    spans = []
+    for e in prof.events():
+        if "cuda" not in str(getattr(e, "device_type", "")).lower() or e.name.startswith("nccl:"):
+            continue
+        spans.append((e.time_range.start, e.time_range.end, e.name[:48]))
+    if not spans:
+        return f"{name}: no device events"
+    spans.sort()
+    busy, gaps = 0.0, {}
+    single: list[tuple[float, float]] = []
+    cur_start, cur_end, cur_name = spans[0]
+    for start, end, kernel in spans[1:]:
+        if start > cur_end:
+            busy += cur_end - cur_start
+            pair = f"{cur_name} -> {kernel}"
+            gaps[pair] = gaps.get(pair, 0.0) + start - cur_end
+            single.append((start - cur_end, cur_end - spans[0][0]))
+            cur_start = start
+        if end >= cur_end:
+            cur_end, cur_name = end, kernel
+    busy += cur_end - cur_start
+    whole = cur_end - spans[0][0]
+    lines = [
+        f"{name}: device span {whole / steps:.0f} us per step, busy {busy / steps:.0f} us, "
+        f"idle {(whole - busy) / steps:.0f} us; largest idle gaps per step:"
+    ]
+    for pair, us in sorted(gaps.items(), key=lambda g: -g[1])[:6]:
+        lines.append(f"  {us / steps:9.1f} us  {pair}")
+    # when: a start-up gap (the host's first launches) against one in every step
+    largest = sorted(single, key=lambda g: -g[0])[:8]
+    lines.append(
+        "  largest single gaps (us at us from the first kernel): "
+        + ", ".join(f"{us:.0f} at {at:.0f}" for us, at in largest)
+    )
+    return "\n".join(lines)
 
 
 def fir_host_split(f: Any, x: torch.Tensor, device: str, steps: int) -> str:
@@ -202,6 +246,9 @@ def fir_host_split(f: Any, x: torch.Tensor, device: str, steps: int) -> str:
     lines.append(f"  timed step by step: {sum(per_step) * 1e6:.0f} us per call; by step:")
     for k in sorted(range(n), key=lambda k: -per_step[k])[:8]:
         lines.append(f"  {per_step[k] * 1e6:8.1f} us  step {k}: {_describe(program.plan.steps[k])}")
+    fast = getattr(program, "fast", None)
+    if fast is not None:  # what those microseconds run: the program's generated call
+        lines += ["FIR's generated call:", fast.source]
     return "\n".join(lines)
 
 
@@ -320,14 +367,29 @@ def run(args: argparse.Namespace) -> None:
         times: dict[str, list[float]] = {k: [] for k in runners}
         for f in runners.values():
             step_time(f, x, device, 3)
-        for _ in range(args.rounds):
-            for k, f in runners.items():
+        order = list(runners)
+        if args.noise and "inductor" in runners:
+            # the same compiled Inductor timed as a fourth entry: the ratio of two timings of
+            # one program is the noise floor a FIR/Inductor ratio is read against
+            order.append("inductor again")
+            times["inductor again"] = []
+        for r in range(args.rounds):
+            # each round starts with the next compiler: none always runs right after another
+            # (clocks settle under load; the one timed after a cool-down would gain)
+            for k in order[r % len(order) :] + order[: r % len(order)]:
+                f = runners[k.removesuffix(" again")]
                 times[k].append(step_time(f, x, device, args.steps))
-        profiled = profile(runners, x, device, 5) if args.profile else ""
+        profiled = profile(runners, x, device, args.steps) if args.profile else ""
         if args.profile and "fir" in runners:
             profiled += "\n" + fir_host_split(runners["fir"], x, device, 10)
     for k in runners:
         rows[k]["ms"] = statistics.median(times[k]) * 1e3
+    if "fir" in times and "inductor" in times:  # the spread of the ratio, round by round
+        rows["fir"]["rounds"] = sorted(f / i for f, i in zip(times["fir"], times["inductor"]))
+    if "inductor again" in times:
+        rows["inductor"]["rounds"] = sorted(
+            a / i for a, i in zip(times["inductor again"], times["inductor"])
+        )
     if rank == 0 and profiled:
         print(profiled)
     if rank == 0:
@@ -359,6 +421,21 @@ def report(
             f"| {k} | {_counts(r['graphs'], r['breaks'])} | {r['pytorch']} | {r['ms']:.3f} ms"
             f"{first} | {r['ms'] / base:.2f} | {r['error']:.3g} |"
         )
+    ratios = rows["fir"].get("rounds")
+    if ratios:
+        lines += [
+            "",
+            f"FIR against Inductor round by round ({len(ratios)} rounds, each compiler first in "
+            f"turn, sorted; median {statistics.median(ratios):.3f}): "
+            + ", ".join(f"{r:.3f}" for r in ratios),
+        ]
+    again = rows["inductor"].get("rounds")
+    if again:  # --noise
+        lines += [
+            "",
+            f"Inductor against itself, timed twice per round (the noise floor; median "
+            f"{statistics.median(again):.3f}): " + ", ".join(f"{r:.3f}" for r in again),
+        ]
     ir = rows.get("fir_ir")
     if ir:
         lines += ["", "FIR's program on rank 0, in order:", ""]
@@ -401,6 +478,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="print each step's device time by op")
+    ap.add_argument(
+        "--noise", action="store_true", help="time Inductor twice per round: the noise floor"
+    )
     args = ap.parse_args()
     if "RANK" in os.environ:  # under torchrun
         # a rank whose compile failed inside the first call leaves the other one waiting in

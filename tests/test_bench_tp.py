@@ -22,7 +22,17 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_tp.py"
 def test_cpu_smoke_compiles_both_ranks_and_reports() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cpu-smoke", "--rounds", "1", "--steps", "2", "--profile"],
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--cpu-smoke",
+            "--rounds",
+            "1",
+            "--steps",
+            "2",
+            "--profile",
+            "--noise",
+        ],
         capture_output=True,
         text=True,
         timeout=240,
@@ -38,4 +48,6 @@ def test_cpu_smoke_compiles_both_ranks_and_reports() -> None:
         assert float(cells[5]) < 1e-4, out
     assert "Where each wait stands (`fir.explain`):" in out, out
     assert out.count("wait before") == 2, out  # two all-reduces, each with its wait placed
+    assert "FIR against Inductor round by round (1 rounds" in out, out
+    assert "Inductor against itself, timed twice per round" in out, out
     assert "fir host per step:" in out and "timed step by step:" in out, out

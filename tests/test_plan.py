@@ -458,7 +458,11 @@ def test_the_frontend_places_a_graph_on_its_tensors_gpu() -> None:
     from fir.frontend.backend import _placement
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    # Fake CUDA tensors on a GPU machine touch the real device: name the last one there
+    # (cuda:0 where only one is visible), the second one where there is none.
+    gpus = torch.cuda.device_count()
+    place = f"cuda:{gpus - 1 if gpus else 1}"
     with FakeTensorMode():
-        x, w = torch.empty(4, device="cuda:1"), torch.empty(4, device="cuda:1")
-    assert _placement([x, w, 3]) == "cuda:1"
+        x, w = torch.empty(4, device=place), torch.empty(4, device=place)
+    assert _placement([x, w, 3]) == place
     assert _placement([torch.randn(2)]) == "cpu"
