@@ -260,8 +260,9 @@ def _describe(step: Any) -> str:
     return f"kernel {plan.name}" if plan is not None else "view"
 
 
-def _counts(compiled_graphs: int, breaks: int) -> str:
-    return f"{compiled_graphs} / {breaks}"
+def _counts(per_rank: list[tuple[int, int]]) -> str:
+    """Graphs / breaks on each rank, rank 0 first."""
+    return ", ".join(f"{graphs} / {breaks}" for graphs, breaks in per_rank)
 
 
 def _steps(module: Any) -> list[str]:
@@ -364,6 +365,15 @@ def run(args: argparse.Namespace) -> None:
             "error": (block(x) - want).abs().max().item(),
             "pytorch": 0,
         }
+        # every rank's counts and error, so that the table shows each rank's, not rank 0's
+        mine = {k: r for k, r in rows.items() if "graphs" in r}
+        everyone: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+        for k in mine:
+            theirs = [other[k] for other in everyone if k in other]
+            rows[k]["per_rank"] = [(r["graphs"], r["breaks"]) for r in theirs]
+            rows[k]["pytorch"] = sum(r["pytorch"] for r in theirs)
+            rows[k]["error"] = max(r["error"] for r in theirs)
         times: dict[str, list[float]] = {k: [] for k in runners}
         for f in runners.values():
             step_time(f, x, device, 3)
@@ -406,8 +416,8 @@ def report(
     smoke: bool,
 ) -> None:
     lines = [
-        "| compiler | graphs / breaks (rank 0) | graphs run by PyTorch | step | vs Inductor "
-        "| max abs diff vs unsharded |",
+        "| compiler | graphs / breaks per rank | graphs run by PyTorch | step | vs Inductor "
+        "| max abs diff vs unsharded (all ranks) |",
         "|---|---|---|---|---|---|",
     ]
     base = rows["inductor"].get("ms") or rows["eager"]["ms"]
@@ -418,7 +428,7 @@ def report(
             continue
         first = f" (first call {r['compile_s']:.1f} s)" if "compile_s" in r else ""
         lines.append(
-            f"| {k} | {_counts(r['graphs'], r['breaks'])} | {r['pytorch']} | {r['ms']:.3f} ms"
+            f"| {k} | {_counts(r['per_rank'])} | {r['pytorch']} | {r['ms']:.3f} ms"
             f"{first} | {r['ms'] / base:.2f} | {r['error']:.3g} |"
         )
     ratios = rows["fir"].get("rounds")
