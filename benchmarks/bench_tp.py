@@ -206,14 +206,11 @@ def device_timeline(prof: Any, name: str, steps: int) -> str:
     return "\n".join(lines)
 
 
-def fir_host_split(f: Any, x: torch.Tensor, device: str, steps: int) -> str:
+def fir_host_split(f: Any, graph: Any, x: torch.Tensor, device: str, steps: int) -> str:
     """Where FIR's host time per step goes: inside its compiled program (the runtime, timed
     by wrapping the program) against the whole call (Dynamo's guards, AOTAutograd's and
     DTensor's wrappers around it); then the program's own steps, one by one (its generated
-    call, timed step by step)."""
-    from fir.frontend.backend import COMPILED
-
-    graph = COMPILED[-1]
+    call, timed step by step). ``graph``: FIR's compiled graph that ``f`` runs."""
     program = graph.program
     spent = [0.0]
 
@@ -290,11 +287,19 @@ def _steps(module: Any) -> list[str]:
     return out
 
 
-def compile_counted(block: Block, backend: str) -> tuple[Any, dict[str, int]]:
-    """``block`` compiled by ``backend``, and a record of the graphs its backend received."""
+def compile_counted(
+    block: Block, backend: str, pipeline: str | None = None
+) -> tuple[Any, dict[str, int]]:
+    """``block`` compiled by ``backend`` (FIR's with ``pipeline`` where given), and a record of
+    the graphs its backend received."""
     seen = {"graphs": 0}
     if backend == "fir":
-        from fir.frontend.backend import fir_backend as target
+        from fir.frontend.backend import fir_backend
+
+        options = {"pipeline": pipeline} if pipeline else None
+
+        def target(gm: Any, example_inputs: Any) -> Any:
+            return fir_backend(gm, example_inputs, options=options)
     else:
         from torch._inductor.compile_fx import compile_fx as target
 
@@ -325,13 +330,17 @@ def run(args: argparse.Namespace) -> None:
         from fir.frontend.backend import COMPILED, FALLBACKS
         from fir.frontend.explain import wait_placement
 
-        for backend in ("inductor", "fir"):
+        fir_graph = None
+        variants = dict(v.split("=", 1) for v in args.fir_variant)
+        compilers = ["inductor", "fir", *(f"fir {name}" for name in variants)]
+        for backend in compilers:
             torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
             before = len(FALLBACKS)
             start = time.perf_counter()
             try:
-                compiled, seen = compile_counted(block, backend)
+                engine, _, variant = backend.partition(" ")
+                compiled, seen = compile_counted(block, engine, variants.get(variant))
                 out = compiled(x)
             except Exception as e:  # one compiler's failure is a row of the report, not a crash
                 rows[backend] = {"failed": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -339,7 +348,8 @@ def run(args: argparse.Namespace) -> None:
                 continue
             breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
             if backend == "fir" and COMPILED:
-                module = COMPILED[-1].module
+                fir_graph = COMPILED[-1]
+                module = fir_graph.module
                 rows["fir_ir"] = {
                     "waits": [w for f in module.funcs for w in wait_placement(f)],
                     "steps": _steps(module),
@@ -354,7 +364,7 @@ def run(args: argparse.Namespace) -> None:
             runners[backend] = compiled
         # a compiler that failed on any rank is timed on none: the others would wait for it in
         # their collectives
-        for backend in ("inductor", "fir"):
+        for backend in compilers:
             failed = torch.tensor([float(backend not in runners)], device=device)
             dist.all_reduce(failed, op=dist.ReduceOp.MAX)
             if failed.item() and backend in runners:
@@ -396,12 +406,13 @@ def run(args: argparse.Namespace) -> None:
                 step_time(f, x, device, 3)  # untimed: each timing starts in its own steady state
                 times[k].append(step_time(f, x, device, args.steps))
         profiled = profile(runners, x, device, args.steps) if args.profile else ""
-        if args.profile and "fir" in runners:
-            profiled += "\n" + fir_host_split(runners["fir"], x, device, 10)
+        if args.profile and "fir" in runners and fir_graph is not None:
+            profiled += "\n" + fir_host_split(runners["fir"], fir_graph, x, device, 10)
     for k in runners:
         rows[k]["ms"] = statistics.median(times[k]) * 1e3
-    if "fir" in times and "inductor" in times:  # the spread of the ratio, round by round
-        rows["fir"]["rounds"] = sorted(f / i for f, i in zip(times["fir"], times["inductor"]))
+    for k in times:  # the spread of each FIR's ratio to Inductor, round by round
+        if k.startswith("fir") and "inductor" in times:
+            rows[k]["rounds"] = sorted(f / i for f, i in zip(times[k], times["inductor"]))
     if "inductor again" in times:
         rows["inductor"]["rounds"] = sorted(
             a / i for a, i in zip(times["inductor again"], times["inductor"])
@@ -427,7 +438,7 @@ def report(
         "|---|---|---|---|---|---|",
     ]
     base = rows["inductor"].get("ms") or rows["eager"]["ms"]
-    for k in ("eager", "inductor", "fir"):
+    for k in ("eager", "inductor", "fir", *sorted(k for k in rows if k.startswith("fir "))):
         r = rows[k]
         if "failed" in r:
             lines.append(f"| {k} | failed: {r['failed']} | | | | |")
@@ -437,14 +448,15 @@ def report(
             f"| {k} | {_counts(r['per_rank'])} | {r['pytorch']} | {r['ms']:.3f} ms"
             f"{first} | {r['ms'] / base:.2f} | {r['error']:.3g} |"
         )
-    ratios = rows["fir"].get("rounds")
-    if ratios:
-        lines += [
-            "",
-            f"FIR against Inductor round by round ({len(ratios)} rounds, each compiler first in "
-            f"turn, sorted; median {statistics.median(ratios):.3f}): "
-            + ", ".join(f"{r:.3f}" for r in ratios),
-        ]
+    for k, r in rows.items():
+        ratios = r.get("rounds") if k.startswith("fir") else None
+        if ratios:
+            lines += [
+                "",
+                f"{k.replace('fir', 'FIR', 1)} against Inductor round by round ({len(ratios)} "
+                f"rounds, each compiler first in turn, sorted; median "
+                f"{statistics.median(ratios):.3f}): " + ", ".join(f"{q:.3f}" for q in ratios),
+            ]
     again = rows["inductor"].get("rounds")
     if again:  # --noise
         lines += [
@@ -496,6 +508,13 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print each step's device time by op")
     ap.add_argument(
         "--noise", action="store_true", help="time Inductor twice per round: the noise floor"
+    )
+    ap.add_argument(
+        "--fir-variant",
+        action="append",
+        default=[],
+        metavar="NAME=PIPELINE",
+        help="also time FIR compiled with this pass pipeline (a row 'fir NAME'; repeatable)",
     )
     args = ap.parse_args()
     if "RANK" in os.environ:  # under torchrun

@@ -195,17 +195,23 @@ def wait_placement(f: Any) -> list[str]:
             continue
         units: list[str] = []
         for m in nodes[pos + 1 : wait_pos]:
-            if isinstance(m, AliasNode):  # a view: no work, nothing runs
+            if isinstance(m, AliasNode) or is_wait(m):  # a view or a wait: no work runs
                 continue
             k = kernel_of.get(id(m))
             label = (
                 f"kernel @{k.name}"
                 if k is not None
-                else (_short(m.callee) if isinstance(m, ExternNode) else f"%{m.results[0].name}")
+                else (
+                    f"{_short(m.callee)} %{m.results[0].name}"
+                    if isinstance(m, ExternNode)
+                    else f"%{m.results[0].name}"
+                )
             )
             if label not in units:
                 units.append(label)
-        later = [m for m in nodes[wait_pos + 1 :] if not isinstance(m, AliasNode)]
+        # the work the wait holds back: the first node after it that is not a view or another
+        # wait (waits in a row stand before the same work)
+        later = [m for m in nodes[wait_pos + 1 :] if not (isinstance(m, AliasNode) or is_wait(m))]
         after = later[0] if later else None
         if after is None:
             where = "at the end of the graph"

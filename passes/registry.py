@@ -21,6 +21,7 @@ _PASSES: dict[str, str] = {
     "fuse": "fir.passes.fusion.fuse:FusePass",
     "reorder": "fir.passes.fusion.reorder:ReorderPass",
     "split-reductions": "fir.passes.fusion.split_reductions:SplitReductionsPass",
+    "chunk-collectives": "fir.passes.collectives.chunk_collectives:ChunkCollectivesPass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline

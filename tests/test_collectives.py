@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from datetime import timedelta
@@ -321,9 +322,10 @@ def _unsharded(full: dict[str, torch.Tensor]) -> torch.Tensor:
     return F.rms_norm(full["x"] + y, (D,), full["norm"], eps=1e-6)
 
 
-def _tp_worker(rank: int, init: str, out_dir: str) -> None:
-    """One rank: explain, compile and run the block; write what the test checks as JSON."""
-    from fir.frontend.explain import explain_call
+def _tp_worker(rank: int, init: str, out_dir: str, pipeline: str | None = None) -> None:
+    """One rank: explain, compile and run the block (with ``pipeline``, else the default);
+    write what the test checks as JSON."""
+    from fir.frontend.explain import explain_call, wait_placement
 
     dist.init_process_group(
         "gloo", init_method=init, rank=rank, world_size=WORLD, timeout=timedelta(seconds=60)
@@ -338,9 +340,10 @@ def _tp_worker(rank: int, init: str, out_dir: str) -> None:
             torch._dynamo.reset()
             start = len(fir_backend.COMPILED)
             dump = Path(out_dir) / f"dump{rank}"
-            compiled = torch.compile(
-                block, backend="fir", options={"dump_dir": str(dump), "fallback": False}
-            )
+            options: dict[str, Any] = {"dump_dir": str(dump), "fallback": False}
+            if pipeline is not None:
+                options["pipeline"] = pipeline
+            compiled = torch.compile(block, backend="fir", options=options)
             out = compiled(x)
             again = compiled(x)
         graphs = fir_backend.COMPILED[start:]
@@ -360,6 +363,7 @@ def _tp_worker(rank: int, init: str, out_dir: str) -> None:
             "final_fir": final.read_text(),
             "final_name": final.name,
             "plan": graphs[0].program.plan.text() if graphs else "",
+            "waits": wait_placement(graphs[0].module.funcs[0]) if graphs else [],
         }
         (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(result))
     finally:
@@ -385,20 +389,24 @@ def _steps(module: Module) -> list[str]:
     return out
 
 
-@pytest.mark.skipif(not HAVE_GLOO, reason="torch.distributed with the gloo backend is unavailable")
-def test_tensor_parallel_mlp_on_two_gloo_processes(tmp_path: Path) -> None:
+def _run_ranks(tmp_path: Path, pipeline: str | None = None) -> list[dict[str, Any]]:
     import torch.multiprocessing as mp
 
     init = f"file://{tempfile.mkdtemp(dir=tmp_path)}/store"
     begin = time.monotonic()
-    ctx = mp.spawn(_tp_worker, args=(init, str(tmp_path)), nprocs=WORLD, join=False)
+    ctx = mp.spawn(_tp_worker, args=(init, str(tmp_path), pipeline), nprocs=WORLD, join=False)
     while not ctx.join(timeout=5):
         if time.monotonic() - begin > 240:
             for p in ctx.processes:
                 if p.is_alive():
                     os.kill(p.pid, 9)
             pytest.fail("the two ranks did not finish in 240 s")
-    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
+
+
+@pytest.mark.skipif(not HAVE_GLOO, reason="torch.distributed with the gloo backend is unavailable")
+def test_tensor_parallel_mlp_on_two_gloo_processes(tmp_path: Path) -> None:
+    results = _run_ranks(tmp_path)
     for r in results:
         summary = r["summary"]
         assert r["graph_count"] == 1 and r["graph_breaks"] == [], summary
@@ -426,3 +434,38 @@ def test_tensor_parallel_mlp_on_two_gloo_processes(tmp_path: Path) -> None:
     assert text.index('extern "_c10d_functional.all_reduce.default"') < text.index(
         'extern "_c10d_functional.wait_tensor.default"'
     )
+
+
+@pytest.mark.skipif(not HAVE_GLOO, reason="torch.distributed with the gloo backend is unavailable")
+def test_chunked_all_reduce_overlaps_the_next_chunks_matmul(tmp_path: Path) -> None:
+    """``chunk-collectives`` on the same block: the row-parallel matmul in two halves of the
+    tokens, each half all-reduced as soon as it is computed, so the first half's communication
+    runs during the second half's matmul; the waits come last and the halves are read in place
+    by the fused residual and rms_norm. Same numbers as eager and as the unsharded block."""
+    pipeline = "chunk-collectives{min-bytes=0 min-rows=2},fusion"
+    for r in _run_ranks(tmp_path, pipeline):
+        assert r["compiled_graphs"] == 1 and r["fallbacks"] == {}, r["summary"]
+        assert r["eager_error"] < 1e-5 and r["again_error"] < 1e-5, r
+        assert r["unsharded_error"] < 1e-4, r
+        ar, wait, mm = (
+            "_c10d_functional.all_reduce.default",
+            "_c10d_functional.wait_tensor.default",
+            "aten.mm.default",
+        )
+        steps = [s for s in r["steps"] if s in (ar, wait, mm)]
+        assert steps == [mm, mm, ar, mm, ar, wait, wait], r["steps"]
+        first, second = r["waits"]
+        # the first half's sum runs during the second half's matmul (and its all-reduce, which
+        # queues behind it); the second half's overlaps nothing: the residual needs it
+        assert re.search(
+            r"\.c0: wait before kernel @k\d+, which reads the data; overlapped by 2: "
+            r"mm %\S+\.c1, all_reduce %\S+\.c1$",
+            first,
+        ), r["waits"]
+        assert second.endswith(
+            "which reads the data; nothing overlaps it (everything after the "
+            "collective needs its data)"
+        ), r["waits"]
+        # each half is summed where its matmul wrote it; no cat is materialized
+        assert r["plan"].count("(in place: _c10d_functional.all_reduce_.default)") == 2
+        assert " cat " not in r["final_fir"], r["final_fir"]

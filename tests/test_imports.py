@@ -247,3 +247,21 @@ def test_a_planted_upward_import_fails(tmp_path: Path) -> None:
 if __name__ == "__main__":  # `python tests/test_imports.py` prints the problems
     print("\n".join(check_tree(ROOT, FOLDERS)) or "no problems")
     sys.exit(0)
+
+
+def test_pyproject_installs_every_package() -> None:
+    """A package missing from pyproject's ``packages`` is left out of a wheel or a plain
+    ``pip install .`` (an editable install finds it anyway, so nothing else would notice): the
+    Triton and llvmlite back ends were, until this test."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = set()
+    for folder, package in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            if "Output" not in parts and "__pycache__" not in parts:
+                found.add(".".join((package, *parts)))
+    assert found - listed == set(), "add these to pyproject.toml's packages"
+    assert listed - found == set(), "these in pyproject.toml's packages do not exist"

@@ -1,0 +1,1 @@
+"""Tensor-level rewrites of communication: ``chunk-collectives``."""
