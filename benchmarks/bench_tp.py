@@ -333,8 +333,11 @@ def run(args: argparse.Namespace) -> None:
         fir_graph = None
         variants = dict(v.split("=", 1) for v in args.fir_variant)
         compilers = ["inductor", "fir", *(f"fir {name}" for name in variants)]
+        # one reset before all: a reset between them would empty the cache of the compilers
+        # already built, and each would compile again at its next call (a second FIR graph
+        # that the host profile below would not see)
+        torch._dynamo.reset()
         for backend in compilers:
-            torch._dynamo.reset()
             torch._dynamo.utils.counters.clear()
             before = len(FALLBACKS)
             start = time.perf_counter()
