@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import sys
 
 import pytest
 import strategies as S
@@ -304,14 +305,16 @@ def test_an_extern_result_nothing_reads_gets_no_buffer() -> None:
 
 def test_fir_translate_prints_plans() -> None:
     path = os.path.join(ROOT, "examples", "rms_norm.fir")
+    # the tool's module, not its console script: a path install (the GPU machines) has none
+    translate = [sys.executable, "-m", "fir.tools.fir_translate"]
     out = subprocess.run(
-        ["fir-translate", path, "-p", "fusion", "--target", "plan"],
+        [*translate, path, "-p", "fusion", "--target", "plan"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     assert "kernel k0 over (32; 64)" in out and "local %ms.sum" in out
-    bad = subprocess.run(["fir-translate", path], capture_output=True, text=True)
+    bad = subprocess.run([*translate, path], capture_output=True, text=True)
     assert bad.returncode == 1 and "run the 'fusion' pipeline" in bad.stderr
     assert "Traceback" not in bad.stderr
 
