@@ -520,6 +520,10 @@ def main() -> None:
         help="also time FIR compiled with this pass pipeline (a row 'fir NAME'; repeatable)",
     )
     args = ap.parse_args()
+    for variant in args.fir_variant:
+        name, eq, pipeline = variant.partition("=")
+        if not (name and eq and pipeline) or " " in name:
+            ap.error(f"--fir-variant wants NAME=PIPELINE (one word before '='), not {variant!r}")
     if "RANK" in os.environ:  # under torchrun
         # a rank whose compile failed inside the first call leaves the other one waiting in
         # a collective: NCCL's watchdog ends the job after two minutes instead of NCCL's ten

@@ -158,26 +158,9 @@ class ChunkCollectivesPass(Pass):
             prod = Value(unique_name(f"{mm.result.name}.c{k}", taken), prod_t)
             chunk_mm = TensorOp([prod], dict(mm.attrs), mm.loc, op="matmul", operands=[part, b])
             prod.owner = chunk_mm
-            summed = Value(unique_name(f"{name}.c{k}", taken), prod_t)
-            chunk_reduce = ExternNode(
-                [summed],
-                dict(reduce.attrs),
-                reduce.loc,
-                callee=reduce.callee,
-                args=[prod, *reduce.args[1:]],
-                kwargs=dict(reduce.kwargs),
-            )
-            summed.owner = chunk_reduce
-            done = Value(unique_name(f"{wait.result.name}.c{k}", taken), prod_t)
-            chunk_wait = ExternNode(
-                [done],
-                dict(wait.attrs),
-                wait.loc,
-                callee=wait.callee,
-                args=[summed, *wait.args[1:]],
-                kwargs=dict(wait.kwargs),
-            )
-            done.owner = chunk_wait
+            chunk_reduce = _retarget(reduce, prod, unique_name(f"{name}.c{k}", taken))
+            summed = chunk_reduce.result
+            chunk_wait = _retarget(wait, summed, unique_name(f"{wait.result.name}.c{k}", taken))
             starts += [sl, chunk_mm, chunk_reduce]
             waits.append(chunk_wait)
             parts.append(summed)
@@ -207,3 +190,19 @@ class ChunkCollectivesPass(Pass):
                 nodes.append(n)
         g.nodes = nodes
         g.outputs = [subst.get(id(v), v) for v in g.outputs]
+
+
+def _retarget(call: ExternNode, first: Value, name: str) -> ExternNode:
+    """A copy of ``call`` whose first argument is ``first``, with one result ``name`` of
+    ``first``'s type (an all-reduce or a wait moved onto one chunk)."""
+    result = Value(name, first.type)
+    copy = ExternNode(
+        [result],
+        dict(call.attrs),
+        call.loc,
+        callee=call.callee,
+        args=[first, *call.args[1:]],
+        kwargs=dict(call.kwargs),
+    )
+    result.owner = copy
+    return copy
