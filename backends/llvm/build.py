@@ -32,6 +32,7 @@ from fir.backends.plan.instructions import LoopBegin
 from fir.ir.errors import FirError
 from fir.ir.types import dims_mul
 
+from . import softfp
 from .omp import CTX_FIELDS, gomp_library
 from .render import render_module
 
@@ -53,13 +54,25 @@ def _initialise() -> None:
         _ready = True
 
 
+def target_cpu() -> str:
+    """The CPU code is generated for: the host's, or ``$FIR_LLVM_CPU`` (an LLVM CPU name such
+    as ``haswell`` or ``znver3``: code for an older CPU, run on a newer one, tests what users
+    of that CPU get, e.g. the library calls LLVM makes where the host has instructions)."""
+    import llvmlite.binding as llvm
+
+    return os.environ.get("FIR_LLVM_CPU") or llvm.get_host_cpu_name()
+
+
 def cpu_features() -> str:
     """The host CPU's features, and 512-bit vectors where it has AVX-512: LLVM's tuning for
     these CPUs prefers 256-bit ones, which left the compute-bound kernels slower (one thread:
     softmax 4096 x 2048 9.0 -> 6.8 ms, x.sum(0) 4.0 -> 2.5 ms; transposes and streaming
-    kernels the same or better), as the C++ back end found (-mprefer-vector-width=512)."""
+    kernels the same or better), as the C++ back end found (-mprefer-vector-width=512). Under
+    ``$FIR_LLVM_CPU``, none: the CPU name implies them."""
     import llvmlite.binding as llvm
 
+    if os.environ.get("FIR_LLVM_CPU"):
+        return ""
     features = llvm.get_host_cpu_features().flatten()
     if "+avx512f" in features.split(","):
         features += ",-prefer-256-bit"
@@ -67,13 +80,12 @@ def cpu_features() -> str:
 
 
 def target_machine() -> Any:
+    """A new target machine for the CPU of :func:`target_cpu` (an engine consumes its own)."""
     import llvmlite.binding as llvm
 
     _initialise()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=cpu_features(), opt=3
-    )
+    return target.create_target_machine(cpu=target_cpu(), features=cpu_features(), opt=3)
 
 
 def symbol(name: str) -> str:
@@ -143,7 +155,7 @@ def object_key(ir_text: str) -> str:
         llvmlite.__version__,
         ".".join(str(v) for v in llvm.llvm_version_info),
         llvm.get_process_triple(),
-        llvm.get_host_cpu_name(),
+        target_cpu(),
         cpu_features(),
         "O3 loop-vectorize slp-vectorize",
     )
@@ -235,6 +247,14 @@ class LLVMKernels:
         self.ir = str(module)
         self.name = plan.name
         self.object = obj = compile_object(self.ir, plan.name, cache)  # kept while loaded
+        softfp.register(target_machine)  # the half conversions LLVM may call
+        missing = softfp.unresolved_symbols(obj)
+        if missing:  # MCJIT would leave each a call to address 0: a crash at the first call
+            raise LLVMBuildError(
+                f"the code of @{plan.name} calls {', '.join(missing)}, which this process does "
+                f"not provide (LLVM {'.'.join(map(str, llvm.llvm_version_info))}, CPU "
+                f"{target_cpu()}); the llvm back end cannot run it here"
+            )
         # the engine holds an empty module and the object file, which MCJIT links and loads
         # (relocations, libm symbols) without code generation
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
