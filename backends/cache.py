@@ -25,7 +25,7 @@ module), so the cache trusts an entry only because nobody but this user can have
 * Writes are atomic: an entry is written to a temporary file in its folder and renamed over its
   name (``os.replace``), so a reader never sees half a file and two processes that build the
   same entry at once both succeed (the last rename wins; the contents are the same).
-* Every entry has a checksum beside it (``NAME.sha256``, renamed into place after the entry).
+* Every stored entry has a checksum beside it (``NAME.sha256``, renamed into place after the entry).
   It catches **corruption only** (a truncated library, a crash between the two renames: such an
   entry is a miss). It is no defence against a planted entry (whoever can write an entry can
   write its checksum): ownership, permissions and refusing links are.

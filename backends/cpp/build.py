@@ -159,7 +159,9 @@ def compile_source(source: str, cache: Cache | None = None) -> Path:
         except FileNotFoundError:
             raise CompilerNotFound(f"no C++ compiler: '{cxx[0]}' is not on PATH") from None
         except subprocess.TimeoutExpired:
-            raise BuildError(f"C++ compilation of {shown} took over {COMPILE_TIMEOUT_S} s") from None
+            raise BuildError(
+                f"C++ compilation of {shown} took over {COMPILE_TIMEOUT_S} s"
+            ) from None
         if done.returncode != 0 or not built.exists():
             output = (done.stderr + done.stdout).strip()
             if len(output) > _TAIL:
