@@ -1,5 +1,7 @@
 """The on-disk cache (backends/cache.py) and the C++ back end's use of it: atomic entries,
-checksums, a cache that cannot be written, two processes building the same library at once."""
+checksums (a corruption check only), a cache that cannot be written, two processes building the
+same library at once. What the cache refuses to trust (planted entries, links, folders that are
+not private) is tested in test_hostile_cache.py."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fir.backends.cache import Cache, cache_key
+from fir.backends.cache import Cache, cache_key, private_tempdir
 from fir.backends.plan.program import ProgramPlan
 from fir.ir.errors import FirError
 
@@ -120,21 +120,36 @@ def _libraries(flag_list: Sequence[str]) -> list[str]:
     return ["-lmvec"] if "-DFIR_LIBMVEC" in flag_list else []
 
 
-def compile_source(source: str, cache: Cache | None = None) -> Path:
-    """The shared library of ``source``: from the cache, or compiled into it."""
-    cache = cache or Cache("cpp")
+def library_key(source: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The compiler, its flags and the cache key of the library of ``source`` (everything the
+    library depends on: the source, the compiler and its ``--version``, the flags, the CPU)."""
     cxx = tuple(compiler())
     if not cxx:
         raise CompilerNotFound("no C++ compiler: CXX is empty")
     identity = compiler_identity(cxx)
     flag_list = flags(identity)
     key = cache_key(source, " ".join(cxx), identity, " ".join(flag_list), cpu_identity())
+    return cxx, flag_list, key
+
+
+def compile_source(source: str, cache: Cache | None = None) -> Path:
+    """The shared library of ``source``: from the cache, or compiled into it.
+
+    The compiler reads the source from, and writes the library into, a private temporary
+    folder of its own (``0700``, a fresh name): nobody can swap the source between its writing
+    and its compilation, or the library before it is copied into the cache (atomically). The
+    cache keeps a copy of the source beside the library for people to read; the compiler never
+    reads it."""
+    cache = cache or Cache("cpp")
+    cxx, flag_list, key = library_key(source)
     hit = cache.lookup(key + ".so")
     if hit is not None:
         return hit
-    source_path = cache.write_text(key + ".cpp", source)
-    scratch = Path(tempfile.mkdtemp(prefix="fir-build-"))
+    shown = cache.write_text(key + ".cpp", source)  # what an error message points at
+    scratch = private_tempdir("fir-build-")
     try:
+        source_path = scratch / "kernels.cpp"
+        source_path.write_text(source)
         built = scratch / "kernels.so"
         cmd = [*cxx, *flag_list, str(source_path), "-o", str(built), *_libraries(flag_list)]
         try:
@@ -145,14 +160,14 @@ def compile_source(source: str, cache: Cache | None = None) -> Path:
             raise CompilerNotFound(f"no C++ compiler: '{cxx[0]}' is not on PATH") from None
         except subprocess.TimeoutExpired:
             raise BuildError(
-                f"C++ compilation of {source_path} took over {COMPILE_TIMEOUT_S} s"
+                f"C++ compilation of {shown} took over {COMPILE_TIMEOUT_S} s"
             ) from None
         if done.returncode != 0 or not built.exists():
             output = (done.stderr + done.stdout).strip()
             if len(output) > _TAIL:
                 output = "…\n" + output[-_TAIL:]
             raise BuildError(
-                f"C++ compilation failed (exit {done.returncode}) for {source_path}\n"
+                f"C++ compilation failed (exit {done.returncode}) for {shown}\n"
                 f"command: {shlex.join(cmd)}\n{output}"
             )
         return cache.store_file(key + ".so", built)
@@ -166,8 +181,15 @@ _loaded: dict[str, tuple[tuple[int, int], ctypes.CDLL]] = {}
 def load_library(path: Path) -> ctypes.CDLL:
     """``dlopen`` ``path``, once per file. dlopen returns the library it loaded before under the
     same path even when the file was replaced since (an entry rebuilt after it was found
-    corrupt): a replaced file is loaded through a fresh link of its own."""
-    st = os.stat(path)
+    corrupt): a replaced file is loaded through a fresh link of its own.
+
+    dlopen takes a path, not the descriptor :meth:`Cache.lookup` checked. The path is safe to
+    use again because every folder above it is private (the cache checks the chain from ``/``:
+    only this user or root can rename anything in it), so the file dlopen maps is the file that
+    was checked. (Copying the checked bytes to a fresh file to dlopen would add a copy per load
+    and buy nothing while the folders are private, and could fail where the temporary folder
+    is mounted ``noexec``.)"""
+    st = os.lstat(path)
     identity = (st.st_dev, st.st_ino)
     known = _loaded.get(str(path))
     if known is not None and known[0] == identity:

@@ -2,7 +2,9 @@
 
 Triton needs a kernel's source in a file (it reads it back for its own cache key and error
 messages), so the module goes into the shared cache (``$FIR_CACHE_DIR/triton``), named by a
-hash of the source and the Triton version, written atomically, and imported from there.
+hash of the source and the Triton version, written atomically, and imported from there; an
+entry found there is imported only if the cache trusts it and it holds exactly the source
+(:func:`module_path`).
 Triton compiles each kernel at its first launch (for the argument types and alignments it
 sees); on a GPU :meth:`TritonKernels.warm_up` compiles every kernel whose sizes are static when
 the program is built, on a pool of threads (Triton's compile spends much of its time in LLVM
@@ -57,11 +59,18 @@ def triton_version() -> str:
 
 
 def module_path(source: str, cache: Cache | None = None) -> Path:
+    """The cache entry holding module ``source``, written if it is not there.
+
+    An entry is used only if the cache trusts it (a regular file of this user in private
+    folders, not a link: :mod:`fir.backends.cache`) and it holds exactly ``source``, read
+    through the checked descriptor; anything else is written again. It is then imported (and
+    read again by Triton) by its path, which nobody else can change: its folders are private."""
     cache = cache or Cache("triton")
     key = cache_key(source, triton_version())
     name = f"fir_{key[:32]}.py"
-    hit = cache.lookup(name)
-    return hit if hit is not None else cache.store(name, lambda tmp: tmp.write_text(source))
+    if cache.read(name) == source.encode():
+        return cache.path(name)
+    return cache.store(name, lambda tmp: tmp.write_bytes(source.encode()))
 
 
 def load_module(path: Path) -> Any:
