@@ -215,9 +215,10 @@ class Importer:
             if size not in known and (low is None or low < 1):
                 # FIR's size symbols are positive: an int argument that may be zero or negative
                 # (``x * i`` with any int ``i``) is no size
+                lowest = "has no lower bound" if low is None else f"can be {low}"
                 raise UnsupportedError(
-                    f"int input {n.name} ({size}) may be zero or negative (it ranges from "
-                    f"{low}), and FIR takes int inputs as sizes, which are positive"
+                    f"int input {n.name} ({size}) may be zero or negative (it {lowest}), and "
+                    "FIR takes int inputs as sizes, which are positive"
                 )
             self.report.size_inputs[k] = size.name
             self.bindable.add(size)

@@ -19,7 +19,6 @@ import sympy
 import torch
 import torch._dynamo
 import torch._dynamo.config
-from fir.frontend.sizes import UnsupportedSize, to_fir_expr
 from fir.ir.errors import FirError
 from fir.ir.interpreter import run_graph
 from fir.ir.parser import parse_module
@@ -48,6 +47,8 @@ def _no_fallback():
 
 
 def test_torch_size_functions_become_fir_forms():
+    from fir.frontend.sizes import UnsupportedSize, to_fir_expr
+
     s = sympy.Symbol("s5", integer=True, positive=True)
     f = size_symbol("s5")
     assert to_fir_expr(tf.FloorDiv(s + 3, 4)) == FloorDiv(f + 3, 4)
