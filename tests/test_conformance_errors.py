@@ -219,3 +219,10 @@ def test_size_and_int_outputs():
                         assert torch.equal(a, b)
                     else:
                         assert a == b and isinstance(a, int)
+
+
+def test_masked_index_check_in_plan_text():
+    from fir.backends.plan.instructions import CheckIndex, instr_str
+
+    text = instr_str(CheckIndex("%n0_2", "n0_1", 78, ("x",), 3, "n0_0"))
+    assert text == "%n0_2 = check n0_1 < 78 if n0_0 (reads x; error 3)"

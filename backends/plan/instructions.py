@@ -199,7 +199,7 @@ def instr_str(i: Instr) -> str:
         return (
             f"{i.symbol} = check {i.src} < {dim_str(i.bound)}"
             + (f" if {i.mask}" if i.mask is not None else "")
-            + " (reads {', '.join(i.buffers) or 'nothing'}; error {i.code})"
+            + f" (reads {', '.join(i.buffers) or 'nothing'}; error {i.code})"
         )
     if isinstance(i, AccInit):
         return f"{i.acc} = init {i.kind} : {i.dtype}"
