@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from fir.ir.errors import FirError
+from fir.ir.errors import ExternResultError
 from fir.ir.externs import IN_PLACE_VARIANTS
 
 from .buffers import allocate
@@ -102,8 +102,9 @@ def _adopt(
     if t.device.type != kind:  # a constant the lowering made (``torch.tensor``)
         t = t.to(device)
     if t.shape != r.shape:
-        raise FirError(
-            f"extern call result %{r.name} has shape {list(t.shape)}, its type says {list(r.shape)}"
+        raise ExternResultError(
+            f"extern call result %{r.name} has shape {list(t.shape)}, its type says "
+            f"{list(r.shape)} (a size the trace assumed, such as by torch._check, does not hold)"
         )
     if existing is None:
         if r.offset == 0 and t.stride() == r.strides:

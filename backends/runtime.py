@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import sympy
 import torch
 from fir.ir.dtypes import DType
-from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
+from fir.ir.errors import (
+    ExternResultError,
+    FirError,
+    KernelIndexError,
+    KernelZeroDivisionError,
+)
 from fir.ir.externs import kept_results
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
@@ -159,7 +164,11 @@ class CompiledProgram:
 
     # -- a call
 
-    def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+    def __call__(
+        self, *inputs: torch.Tensor, sizes: Mapping[str, int] | None = None
+    ) -> list[torch.Tensor]:
+        """Run the program. ``sizes`` binds size symbols by name (a size no input has as a
+        dimension: PyTorch passes it as an int argument); the inputs' shapes must agree."""
         if self.fast is not None and len(inputs) == len(self.inputs):
             if self.step_times is None:
                 out = call_fast(self, self.fast, inputs)
@@ -170,8 +179,8 @@ class CompiledProgram:
                     self.step_times.extend(times)
             if out is not None:
                 return out
-        sizes = self._bind(inputs)
-        run = _Call(self, sizes)
+        bound = self._bind(inputs, sizes or {})
+        run = _Call(self, bound)
         for b, x in zip(self.plan.inputs, inputs):
             run.adopt_input(b, x)
         times = self.step_times
@@ -191,7 +200,7 @@ class CompiledProgram:
         self._finish()
         return [run.output(name, inputs) for name in self.plan.outputs]
 
-    def _bind(self, inputs: Sequence[torch.Tensor]) -> dict[str, int]:
+    def _bind(self, inputs: Sequence[torch.Tensor], given: Mapping[str, int]) -> dict[str, int]:
         plan = self.plan
         if len(inputs) != len(self.inputs):
             raise RuntimeInputError(
@@ -199,6 +208,12 @@ class CompiledProgram:
                 f"({', '.join('%' + i.buffer.name for i in self.inputs)}), got {len(inputs)}"
             )
         sizes: dict[str, int] = {}
+        for sym, value in given.items():
+            if sym not in self.symbols:
+                continue  # a size the program does not use
+            if value < 1:
+                raise RuntimeInputError(f"size {sym} of @{plan.name} must be positive, got {value}")
+            sizes[sym] = int(value)
         for i, x in zip(self.inputs, inputs):
             name = i.buffer.name
             if not isinstance(x, torch.Tensor):
@@ -395,8 +410,9 @@ class _Call:
         strides = [self.dim(s) for s in want.strides]
         offset = self.dim(want.offset)
         if tuple(t.shape) != tuple(shape):
-            raise FirError(
-                f"extern call result %{b.name} has shape {list(t.shape)}, its type says {want}"
+            raise ExternResultError(
+                f"extern call result %{b.name} has shape {list(t.shape)}, its type says {want} "
+                "(a size the trace assumed, such as by torch._check, does not hold)"
             )
         existing = self.storages.get(b.storage)
         if existing is None and (t.numel() == 0 or same_layout(t, shape, strides)):

@@ -157,6 +157,8 @@ class CompiledGraph:
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         self.calls += 1
+        sizes = {name: int(inputs[k]) for k, name in self.report.size_inputs.items()}
+        given = inputs
         if self.report.dropped_inputs:  # sizes come from the tensors' shapes; tokens are None
             keep = self._kept
             if keep is None or len(keep) + len(self.report.dropped_inputs) != len(inputs):
@@ -164,12 +166,17 @@ class CompiledGraph:
                 keep = self._kept = [k for k in range(len(inputs)) if k not in skip]
             inputs = tuple([inputs[k] for k in keep])
         if self.program is not None:  # kernels write memory; extern calls run under no_grad
-            out = self.program(*inputs, *self.constants)
+            if sizes:
+                out = self.program(*inputs, *self.constants, sizes=sizes)
+            else:
+                out = self.program(*inputs, *self.constants)
         else:
             from fir.ir.interpreter import run_graph
 
             with torch.no_grad():
-                out = run_graph(self.module.funcs[0], [*inputs, *self.constants])
+                out = run_graph(self.module.funcs[0], [*inputs, *self.constants], sizes=sizes)
+        if self.report.scalar_outputs:
+            out = self._with_scalars(list(out), given, inputs, sizes)
         if not self.none_outputs:
             return out
         full: list[Any] = []
@@ -177,6 +184,48 @@ class CompiledGraph:
         for k in range(len(out) + len(self.none_outputs)):
             full.append(None if k in self.none_outputs else next(results))
         return full
+
+    def _with_scalars(
+        self,
+        out: list[Any],
+        given: Sequence[Any],
+        tensors: Sequence[Any],
+        sizes: dict[str, int],
+    ) -> list[Any]:
+        """The program's tensors with the graph's other outputs put back in their places: int
+        arguments returned as they came, constants, sizes evaluated from the call's sizes."""
+        scalars = self.report.scalar_outputs
+        full: list[Any] = []
+        results = iter(out)
+        for k in range(len(out) + len(scalars)):
+            if k not in scalars:
+                full.append(next(results))
+                continue
+            kind, what = scalars[k]
+            if kind == "input":
+                full.append(given[what])
+            elif kind == "value":
+                full.append(what)
+            else:
+                full.append(_evaluate_size(what, self.module.funcs[0], tensors, sizes))
+        return full
+
+
+def _evaluate_size(expr: Any, graph: Any, tensors: Sequence[Any], sizes: dict[str, int]) -> int:
+    """A size expression's value in one call: its symbols from ``sizes`` (passed as ints) or
+    from the dimensions of the tensor arguments that are one symbol."""
+    import sympy
+    from fir.ir.symbolic import evaluate
+
+    env: dict[Any, int] = {}
+    for a, x in zip(graph.args, tensors):
+        for d, n in zip(a.type.shape, x.shape):
+            if isinstance(d, sympy.Symbol):
+                env[d] = int(n)
+    for s in expr.free_symbols:
+        if s.name in sizes:
+            env[s] = sizes[s.name]
+    return int(evaluate(expr, env))
 
 
 # every graph compiled in this process, for fir.explain and tests

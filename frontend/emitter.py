@@ -10,7 +10,6 @@ module; the tables never import the importer.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Protocol
 
 import torch
@@ -36,22 +35,20 @@ class Fallback(Exception):
 
 def size_value(d: Any) -> Any:
     """A PyTorch size, stride or offset (an int or a ``SymInt``) as a FIR size: an int, or a
-    sympy expression over FIR's size symbols."""
+    sympy expression over FIR's size symbols (PyTorch's own sympy functions rewritten into
+    FIR's index forms by :func:`fir.frontend.sizes.to_fir_expr`)."""
     if isinstance(d, int):
         return d
     if isinstance(d, torch.SymInt):
         expr = d.node.expr
         if isinstance(expr, int) or getattr(expr, "is_Integer", False):
             return int(expr)
-        import sympy
-        from fir.ir.symbolic import size_symbol
+        from .sizes import UnsupportedSize, to_fir_expr
 
-        subs = {}
-        for s in expr.free_symbols:
-            if not re.fullmatch(r"s\d+", s.name):
-                raise UnsupportedError(f"data-dependent size {expr} is not supported")
-            subs[s] = size_symbol(s.name)
-        return sympy.sympify(expr).xreplace(subs)
+        try:
+            return to_fir_expr(expr)
+        except UnsupportedSize as e:
+            raise UnsupportedError(str(e)) from None
     raise UnsupportedError(f"size {d!r} is not supported")
 
 

@@ -47,6 +47,15 @@ class ImportReport:
     # read from the tensors' shapes), AOTAutograd's effect tokens (None at run time), and
     # objects nothing reads (a device mesh's process group under DTensor)
     dropped_inputs: list[int] = field(default_factory=list)
+    # dropped inputs that are size symbols (position -> the symbol's name): the compiled call
+    # passes their values to the program, which binds those sizes from them (a size that no
+    # tensor input has as a dimension: a split size, a storage offset, ``s0`` where the
+    # tensors have only ``s0 - 1``)
+    size_inputs: dict[int, str] = field(default_factory=dict)
+    # outputs that are no tensors (position among the graph's outputs -> what it is): an int
+    # argument returned as it is (``("input", k)``), a constant (``("value", v)``), or a size
+    # computed from the sizes (``("size", expr)``); the compiled call puts them back
+    scalar_outputs: dict[int, tuple[str, Any]] = field(default_factory=dict)
 
     def merge(self, other: ImportReport) -> None:
         self.imported.update(other.imported)
@@ -108,6 +117,9 @@ class Importer:
         self.names: set[str] = set()
         self.report = ImportReport()
         self.constants: list[torch.Tensor] = []
+        self.placeholders: list[torch.fx.Node] = []
+        # size symbols known when the graph runs: plain dimensions of tensor inputs, size inputs
+        self.bindable: set[Any] = set()
 
     def value_name(self, fx_name: str) -> str:
         return _sanitize(fx_name)
@@ -121,18 +133,19 @@ class Importer:
         return name
 
     def run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None) -> Graph:
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        sizes: list[torch.fx.Node] = []
+        placeholders = self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        sizes: list[tuple[int, torch.fx.Node]] = []
         for k, n in enumerate(placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
             if val is None and example_inputs is not None:
                 val = example_inputs[k]
             if isinstance(val, torch.SymInt):
-                # under dynamic shapes Dynamo passes each size symbol as an input as well: FIR
-                # reads sizes from the tensors' shapes, so the call drops these inputs
+                # under dynamic shapes Dynamo passes each size symbol (and each int argument) as
+                # an input as well: the program takes tensors, so the call drops these inputs
+                # and passes the values of those that are one symbol as sizes to bind
                 self.values[n] = val
                 self.report.dropped_inputs.append(k)
-                sizes.append(n)
+                sizes.append((k, n))
                 continue
             if _is_effect_token(n):
                 # AOTAutograd passes None for it and drops the returned one: an empty tensor
@@ -179,18 +192,45 @@ class Importer:
         self.graph.nodes.extend(em.nodes)
         return out
 
-    def _check_size_inputs(self, sizes: list[torch.fx.Node]) -> None:
-        """Every size input must be a size of some tensor input, where the runtime finds it."""
-        known: set[Any] = set()
+    def _check_size_inputs(self, sizes: list[tuple[int, torch.fx.Node]]) -> None:
+        """Size inputs that are one symbol bind that size when the program runs (their
+        position goes into ``report.size_inputs``); every other size input must be computed
+        from sizes bound so or by the tensor inputs' shapes."""
+        import sympy
+
+        known: set[Any] = set()  # sizes the inputs' shapes bind
+        in_types: set[Any] = set()  # sizes the argument types name
         for a in self.graph.args:
             for d in a.type.shape:
-                known |= getattr(d, "free_symbols", set())
-        for n in sizes:
+                if isinstance(d, sympy.Symbol):
+                    known.add(d)
+                    self.bindable.add(d)
+            for d in (*a.type.shape, *a.type.strides, a.type.offset):
+                in_types |= getattr(d, "free_symbols", set())
+        for k, n in sizes:
+            size = size_value(self.values[n])
+            if not isinstance(size, sympy.Symbol) or size.name in self.report.size_inputs.values():
+                continue
+            low = _lower_bound(self.values[n])
+            if size not in known and (low is None or low < 1):
+                # FIR's size symbols are positive: an int argument that may be zero or negative
+                # (``x * i`` with any int ``i``) is no size
+                lowest = "has no lower bound" if low is None else f"can be {low}"
+                raise UnsupportedError(
+                    f"int input {n.name} ({size}) may be zero or negative (it {lowest}), and "
+                    "FIR takes int inputs as sizes, which are positive"
+                )
+            self.report.size_inputs[k] = size.name
+            self.bindable.add(size)
+            if size not in in_types:  # a size parameter of the function (``sizes (s1)``)
+                self.graph.size_params.append(size)
+            known.add(size)
+        for _, n in sizes:
             size = size_value(self.values[n])
             missing = getattr(size, "free_symbols", set()) - known
             if missing:
                 raise UnsupportedError(
-                    f"size input {n.name} ({size}) is not a size of any tensor input"
+                    f"size input {n.name} ({size}) is not computed from the sizes of the inputs"
                 )
 
     def get_attr(self, gm: torch.fx.GraphModule, n: torch.fx.Node) -> None:
@@ -217,14 +257,27 @@ class Importer:
     def outputs(self, n: torch.fx.Node) -> None:
         outs = n.args[0]
         flat = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-        for o in flat:
-            v = self.values.get(o) if isinstance(o, torch.fx.Node) else None
+        for k, o in enumerate(flat):
+            v = self.values.get(o) if isinstance(o, torch.fx.Node) else o
             if not isinstance(v, Value):
-                raise UnsupportedError(
-                    f"graph output {o!r} is not a tensor; FIR returns tensors only"
-                )
+                self.report.scalar_outputs[k] = self.scalar_output(o, v)
+                continue
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
+
+    def scalar_output(self, o: Any, v: Any) -> tuple[str, Any]:
+        """What a graph output that is no tensor is when the graph runs (see
+        ``ImportReport.scalar_outputs``)."""
+        if v is None or isinstance(v, (bool, int, float)):
+            return ("value", v)
+        if isinstance(o, torch.fx.Node) and o.op == "placeholder":
+            return ("input", self.placeholders.index(o))
+        if isinstance(v, torch.SymInt):
+            size = size_value(v)
+            unbound = getattr(size, "free_symbols", set()) - self.bindable
+            if not unbound:
+                return ("value", size) if isinstance(size, int) else ("size", size)
+        raise UnsupportedError(f"graph output {o!r} is not a tensor, a size or a constant")
 
     def arg(self, a: Any) -> Any:
         if isinstance(a, torch.fx.Node):
@@ -437,6 +490,17 @@ def _known_truth(cond: Any) -> bool | None:
     if isinstance(owner, TensorOp) and owner.op == "constant":
         return bool(torch.tensor(owner.attrs["value"]).bool().all())
     return None
+
+
+def _lower_bound(v: torch.SymInt) -> int | None:
+    """The least value the shape environment allows for the symbol ``v`` (None: no bound)."""
+    expr = v.node.expr
+    env = v.node.shape_env
+    vr = getattr(env, "var_to_range", {}).get(expr)
+    if vr is None:
+        return None
+    low = vr.lower
+    return int(low) if getattr(low, "is_Integer", False) else None  # not -int_oo
 
 
 def _sanitize(name: str) -> str:

@@ -87,6 +87,13 @@ class KernelZeroDivisionError(FirError, ZeroDivisionError, RuntimeError):
     eager PyTorch: this is both)."""
 
 
+class ExternResultError(FirError, RuntimeError):
+    """An extern call returned a result whose shape differs from its declared type. Where a
+    size was known only from an assumption of the trace (``torch._check(z.size(0) == 4)`` on a
+    data-dependent size), this is that assumption failing at run time, which eager PyTorch
+    reports as a :class:`RuntimeError`: this is both."""
+
+
 class InterpreterMemoryError(InterpreterError, MemoryError, RuntimeError):
     """A buffer the interpreter needs cannot be allocated (``nbytes`` bytes, when known). Eager
     PyTorch raises :class:`RuntimeError` when CPU memory runs out: this is both."""

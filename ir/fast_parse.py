@@ -594,6 +594,16 @@ class _FastParser:
                 self.ti += 1
         self.take(")")
         arg_values = b.func_args(args or [None])
+        sizes = []
+        if self.at("sizes"):
+            names = [self.take_tok("NAME")]
+            self.take("(")
+            names.append(self.take_tok("NAME"))
+            while self.at(","):
+                self.ti += 1
+                names.append(self.take_tok("NAME"))
+            self.take(")")
+            sizes.append(b.func_sizes(names))
         self.take("->")
         self.take("(")
         types: list[Any] = [None]
@@ -623,7 +633,7 @@ class _FastParser:
             else:
                 raise Unsure
         self.closing(self.line())
-        return b.func([g, arg_values, *types, *attrs, *items, ret])
+        return b.func([g, arg_values, *sizes, *types, *attrs, *items, ret])
 
     def return_stmt(self, i: int) -> Any:
         self.split(i)

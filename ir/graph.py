@@ -338,6 +338,9 @@ class Graph:
     attrs: dict[str, AttrValue] = field(default_factory=dict)
     loc: Location | None = field(default=None, repr=False)
     return_loc: Location | None = field(default=None, repr=False)
+    # size symbols the caller passes as ints (``sizes (s1)`` after the arguments): sizes that no
+    # argument type binds, such as a split size or ``s0`` where the arguments have ``s0 - 1``
+    size_params: list[Any] = field(default_factory=list)
     # fusion groups (``fuse``, or written by hand); their members are among ``nodes``
     kernels: list[Kernel] = field(default_factory=list)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from . import symbolic
 from .dtypes import DType
 from .errors import (
+    ExternResultError,
     FirError,
     InterpreterError,
     InterpreterIndexError,
@@ -300,7 +301,10 @@ def run_module(
 
 
 def run_graph(
-    graph: Graph, inputs: Sequence[torch.Tensor], kernels: str = "sequential"
+    graph: Graph,
+    inputs: Sequence[torch.Tensor],
+    kernels: str = "sequential",
+    sizes: Mapping[str, int] | None = None,
 ) -> list[torch.Tensor]:
     """Run ``graph`` on logical input tensors and return its outputs as logical tensors.
 
@@ -313,7 +317,12 @@ def run_graph(
     fused kernel could)."""
     if kernels not in ("sequential", "tiled"):
         raise ValueError(f"kernels must be 'sequential' or 'tiled', got {kernels!r}")
-    return _Run(graph, tiled=kernels == "tiled").run(inputs)
+    run = _Run(graph, tiled=kernels == "tiled")
+    for name, value in (sizes or {}).items():  # sizes passed by name (ints of the caller)
+        if value <= 0:
+            raise InterpreterError(f"size symbol {name} must be positive, got {value}")
+        run.sizes[symbolic.size_symbol(name)] = int(value)
+    return run.run(inputs)
 
 
 class _Run:
@@ -530,7 +539,9 @@ class _Run:
         """Check a result against its declared type; convert to the declared dtype."""
         shape = self.shape(r.type)
         if tuple(t.shape) != shape:
-            raise InterpreterError(
+            # an extern's result not as the trace assumed: eager raises a RuntimeError there
+            cls = ExternResultError if isinstance(r.owner, ExternNode) else InterpreterError
+            raise cls(
                 f"result %{r.name} has shape {list(t.shape)} but its type says {r.type} = {list(shape)}"
             )
         dtype = r.type.dtype.to_torch()

@@ -61,6 +61,10 @@ class _Attrs(dict):
     locs: dict[str, Token]
 
 
+class _Sizes(list):
+    """A function's size parameters (``sizes (s1)``), as size symbols."""
+
+
 class _Types(list):
     pass
 
@@ -173,6 +177,25 @@ class _Builder(Transformer):
         self.values[name] = v
         return v
 
+    def func_sizes(self, children: list[Any]) -> _Sizes:
+        """``sizes (s1, s2)``: size symbols the caller passes; each is new to the function."""
+        from .symbolic import size_symbol
+
+        out = _Sizes()
+        for tok in children[1:]:
+            name = str(tok)
+            if name in self.size_symbols:
+                what = (
+                    "is declared twice"
+                    if size_symbol(name) in out
+                    else "is bound by an argument type"
+                )
+                raise self.error(tok, f"size parameter '{name}' {what}")
+            sym = size_symbol(name)
+            self.size_symbols[name] = sym
+            out.append(sym)
+        return out
+
     def func_attrs(self, children: list[Any]) -> _Attrs:
         return children[0]
 
@@ -182,8 +205,10 @@ class _Builder(Transformer):
         args = children[1]
         types = [c for c in children if isinstance(c, TensorType)]
         attrs = next((c for c in children if isinstance(c, _Attrs)), None)
+        sizes = next((c for c in children if isinstance(c, _Sizes)), None)
         ret_tok, outputs = children[-1]
         g.args = args
+        g.size_params = list(sizes or [])
         g.output_types = types
         g.outputs = outputs
         g.return_loc = self.loc(ret_tok)

@@ -34,7 +34,8 @@ def print_graph(g: Graph) -> str:
     out: list[str] = []
     args = ", ".join(f"%{a.name}: {a.type}" for a in g.args)
     results = ", ".join(str(t) for t in g.output_types)
-    head = f"func @{g.name}({args}) -> ({results})"
+    sizes = f" sizes ({', '.join(s.name for s in g.size_params)})" if g.size_params else ""
+    head = f"func @{g.name}({args}){sizes} -> ({results})"
     if g.attrs:
         head += f" attributes {attr_dict_str(g.attrs)}"
     out.append(head + " {")

@@ -141,6 +141,7 @@ class _GraphVerifier:
             for d in list(a.type.shape) + list(a.type.strides) + [a.type.offset]:
                 if not _is_int(d):
                     self.size_symbols |= set(d.free_symbols)
+        self.size_params(g)
         self.size_symbol_key = frozenset(self.size_symbols)
         for pos, n in enumerate(g.nodes):
             reads = n.operand_values()
@@ -182,6 +183,23 @@ class _GraphVerifier:
                     f"returned value #{k} %{v.name} has type {v.type}, but @{g.name} declares {t}",
                     g.return_loc,
                 )
+
+    def size_params(self, g: Graph) -> None:
+        """``sizes (s1)``: new size symbols, each once, that the caller passes as ints."""
+        if not g.size_params:
+            return
+        import sympy
+
+        for s in g.size_params:
+            if not (isinstance(s, sympy.Symbol) and s.is_positive and not s.name.startswith("%")):
+                raise self.error(f"size parameter {s} of @{g.name} is not a size symbol", g.loc)
+            if s in self.size_symbols:
+                raise self.error(
+                    f"size parameter '{s.name}' of @{g.name} is declared twice or bound by an "
+                    "argument type",
+                    g.loc,
+                )
+            self.size_symbols.add(s)
 
     def check_sizes(self, t: TensorType, loc: Location | None, node: Node) -> None:
         for d in list(t.shape) + (list(t.layout.strides) + [t.layout.offset] if t.layout else []):

@@ -248,9 +248,19 @@ class Emitter:
             self.define(i.dst, value)
         elif isinstance(i, CheckIndex):
             sym = self.ref(i.symbol)
-            self.define(i.symbol, f"int64_t({self.ref(i.src)})")
             bound = self.dim(i.bound)
-            self.emit(f"if ({sym} < 0 || {sym} >= {bound}) " + self.fail(str(i.code), sym, exit_))
+            if i.mask is None:
+                self.define(i.symbol, f"int64_t({self.ref(i.src)})")
+                self.emit(
+                    f"if ({sym} < 0 || {sym} >= {bound}) " + self.fail(str(i.code), sym, exit_)
+                )
+            else:  # checked where its loads read; 0 (read by none of them) elsewhere
+                mask = self.ref(i.mask)
+                self.define(i.symbol, f"({mask} ? int64_t({self.ref(i.src)}) : int64_t(0))")
+                self.emit(
+                    f"if ({mask} && ({sym} < 0 || {sym} >= {bound})) "
+                    + self.fail(str(i.code), sym, exit_)
+                )
         elif isinstance(i, AccInit):
             self.declare(self.accs[i.acc])
         elif isinstance(i, Accumulate):

@@ -508,6 +508,10 @@ class _Kernel:
             b.icmp_signed("<", src, ir.Constant(I64, 0)),
             b.icmp_signed(">=", src, self.index(i.bound)),
         )
+        if i.mask is not None:  # checked where its loads read; 0 (read by none of them) elsewhere
+            mask = self.convert(self.vals[i.mask], self.dtypes.get(i.mask, DType.BOOL), DType.BOOL)
+            bad = b.and_(mask, bad)
+            src = b.select(mask, src, ir.Constant(I64, 0))
         fail = self.fn.append_basic_block("check.fail")
         ok = self.fn.append_basic_block("check.ok")
         b.cbranch(bad, fail, ok)

@@ -87,13 +87,16 @@ class IndexValue:
 class CheckIndex:
     """An indirect index: ``symbol = src``, checked to lie in ``[0, bound)``. Out of range, the
     kernel reports ``code`` (the runtime names the kernel, the buffers read through it and the
-    value) and reads nothing through it."""
+    value) and reads nothing through it. With a ``mask`` (the one mask of every load that uses
+    the index), only points where the mask holds are checked, as the interpreter checks a
+    masked load; elsewhere the index is 0 and nothing is read through it."""
 
     symbol: str  # the name of the index symbol in index expressions (``%3``)
     src: str
     bound: Dim
     buffers: tuple[str, ...]
     code: int
+    mask: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,8 +197,9 @@ def instr_str(i: Instr) -> str:
         return f"{i.dst} = index {print_expr(i.index)} : {i.dtype}"
     if isinstance(i, CheckIndex):
         return (
-            f"{i.symbol} = check {i.src} < {dim_str(i.bound)} "
-            f"(reads {', '.join(i.buffers) or 'nothing'}; error {i.code})"
+            f"{i.symbol} = check {i.src} < {dim_str(i.bound)}"
+            + (f" if {i.mask}" if i.mask is not None else "")
+            + f" (reads {', '.join(i.buffers) or 'nothing'}; error {i.code})"
         )
     if isinstance(i, AccInit):
         return f"{i.acc} = init {i.kind} : {i.dtype}"

@@ -483,6 +483,7 @@ class _Builder:
                 e = e.xreplace(symbols)
             return e
 
+        guards = _indirect_guards(m.body)
         for op in m.body.ops:
             dst = f"{prefix}{op.result.name}"
             names[id(op.result)] = dst
@@ -502,7 +503,9 @@ class _Builder:
                 )
                 src = operand(op.operands[0])
                 self._used_outside_ops(src)
-                self.instrs.append(CheckIndex(sym.name, src, op.bound, read, code))
+                guard = guards.get(id(op.result))
+                mask = names.get(id(guard)) if guard is not None else None
+                self.instrs.append(CheckIndex(sym.name, src, op.bound, read, code, mask))
                 names[id(op.result)] = sym.name
             elif op.opcode == "index":
                 assert op.dtype is not None
@@ -713,6 +716,8 @@ def _uses(i: Instr) -> set[str]:
         out |= {a for a in i.args if isinstance(a, str)}
     if isinstance(i, CheckIndex):
         out.add(i.src)
+        if i.mask is not None:
+            out.add(i.mask)
     if isinstance(i, (Accumulate, Store)) and isinstance(i.value, str):
         out.add(i.value)
     return out
@@ -748,6 +753,38 @@ def _reduced_dtype(m: LoopNode) -> DType:
     if isinstance(y, BodyValue) and y.dtype is not None:
         return y.dtype
     return m.results[0].type.dtype
+
+
+def _indirect_guards(body: Any) -> dict[int, Any]:
+    """For each ``indirect`` result of ``body`` read only by loads masked by one same mask
+    defined before it, that mask (by ``id`` of the result): its index needs checking only where
+    the mask holds, as the interpreter checks a masked load. Outside the mask the index is
+    whatever the computation gives (a ``cat`` input's index evaluated for the other input's
+    points) and nothing is read through it."""
+    defined: set[int] = set()
+    masks: dict[str, Any] = {}  # indirect symbol name -> its one mask, None once any use is not
+    order: dict[str, int] = {}  # indirect symbol name -> id of its result
+    seen_before: dict[str, set[int]] = {}
+    for op in body.ops:
+        if op.opcode == "indirect":
+            name = "%" + op.result.name
+            order[name] = id(op.result)
+            seen_before[name] = set(defined)
+        elif op.index is not None and not isinstance(op.index, int):
+            for s in op.index.free_symbols:
+                if not is_indirect(s) or s.name not in order:
+                    continue
+                mask = op.mask if op.opcode == "load" else None
+                if mask is None or (s.name in masks and masks[s.name] is not mask):
+                    masks[s.name] = None
+                else:
+                    masks.setdefault(s.name, mask)
+        defined.add(id(op.result))
+    return {
+        order[name]: mask
+        for name, mask in masks.items()
+        if mask is not None and id(mask) in seen_before[name]
+    }
 
 
 def _buffers_through(m: LoopNode, name: str) -> tuple[str, ...]:

@@ -111,6 +111,8 @@ def uses(i: Instr) -> set[str]:
         out |= {a for a in i.args if isinstance(a, str)}
     if isinstance(i, CheckIndex):
         out.add(i.src)
+        if i.mask is not None:
+            out.add(i.mask)
     if isinstance(i, (Accumulate, Store)) and isinstance(i.value, str):
         out.add(i.value)
     if isinstance(i, AccResult):

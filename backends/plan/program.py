@@ -215,6 +215,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
         for d in list(a.type.shape) + list(a.type.strides) + [a.type.offset]:
             if not isinstance(d, int):
                 sizes |= {s.name for s in d.free_symbols}
+    sizes |= {s.name for s in g.size_params}  # passed by the caller (``sizes (s1)``)
     return ProgramPlan(
         name=g.name,
         inputs=inputs,

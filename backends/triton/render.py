@@ -625,7 +625,13 @@ class _Writer:
         ok = self.temp("ok")
         self.emit(f"{sym} = ({src}).to(tl.int64)")
         self.emit(f"{ok} = ({sym} >= 0) & ({sym} < {self._dim(i.bound)})")
-        bad = self.masks(dims, [f"({ok} == 0)"])
+        if i.mask is not None:  # checked where its loads read; 0 (read by none of them) elsewhere
+            guard, gdims = self.operand(i.mask, DType.BOOL)
+            dims = dims | gdims
+            self.emit(f"{ok} = {ok} & ({guard})")
+            bad = self.masks(dims, [f"(({guard}) & ({ok} == 0))"])
+        else:
+            bad = self.masks(dims, [f"({ok} == 0)"])
         z = self.zeros(dims)
         self.emit(f"tl.store(fir_err + {z}, tl.full([], {i.code}, tl.int64), mask={bad})")
         self.emit(f"tl.store(fir_err + 1 + {z}, {sym}, mask={bad})")
