@@ -29,6 +29,8 @@ def compile_for_target(
     for k in plan.kernels():
         cfg, fails = configs[k.name]
         start = time.perf_counter()
-        compiled, _ = compile_kernel(k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend)
+        compiled, _ = compile_kernel(
+            k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend
+        )
         out[k.name] = (time.perf_counter() - start, list(compiled.asm))
     return out
