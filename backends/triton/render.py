@@ -661,8 +661,11 @@ class _Writer:
         self.dims[i.dst] = dims
         if i.op == "cast":
             if isinstance(i.args[0], Literal):
+                from fir.ir.interpreter import cast_scalar
+
+                folded = Literal(cast_scalar(i.args[0].value, i.dtype))  # the cast's own rule
                 self.emit(
-                    f"{dst} = tl.full([], {scalar(i.args[0], i.dtype, exact=True)}, "
+                    f"{dst} = tl.full([], {scalar(folded, i.dtype, exact=True)}, "
                     f"{compute_type(i.dtype)})"
                 )
             else:
