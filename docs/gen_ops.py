@@ -24,7 +24,27 @@ CATEGORIES: dict[str, str] = {
     "binary": "Elementwise, two operands of one dtype (a literal takes that dtype); shapes broadcast.",
     "compare": "Elementwise comparison of two operands of one dtype; shapes broadcast; result bool.",
     "ternary": "`where %cond, %a, %b`: a bool condition selects between two operands of one dtype; shapes broadcast.",
-    "cast": "Dtype conversion; the result dtype is the declared result type's (`: f16[...]` at tensor level, `: f16` in a loop body).",
+    "cast": "Dtype conversion; the result dtype is the declared result type's (`: f16[...]` at tensor level, `: f16` in a loop body). "
+    "Every back end converts as the interpreter does (`tests/test_casts.py` checks the values below on each):\n\n"
+    "- float → float: round to nearest even; beyond the target's range, ±inf; NaN stays NaN.\n"
+    "- integer or bool → float: round to nearest.\n"
+    "- integer → integer: the low bits of the two's complement value (`300 → i8` is 44, `-1 → u8` is 255); bool → 0 or 1.\n"
+    "- anything → bool: nonzero is true (NaN too).\n"
+    "- float → signed integer (i8, i16, i32, i64): round toward zero; a value beyond the type's range "
+    "saturates at its minimum or maximum (±inf too); NaN gives 0. `1e20 → i32` is 2147483647, "
+    "`-inf → i8` is -128, `NaN → i64` is 0.\n"
+    "- float → u8: the float → i64 conversion above, then its low 8 bits: `-1.5 → u8` is 255, "
+    "`300.7 → u8` is 44, NaN gives 0.\n\n"
+    "Why this rule: C++'s and LLVM's plain conversions (`fptosi`) leave a float outside the target's range "
+    "undefined, and eager PyTorch's `.to()` is that C++ conversion, so eager has no one answer to copy: "
+    "on an x86 CPU it gives INT_MIN for i32 and i64 (`1e20`, `inf` and `NaN` alike) and the low bits "
+    "of an int32 conversion for i8 and i16 (`300.7 → i8` is 44), while the GPU's conversion instruction (PTX `cvt`) saturates. "
+    "Saturating with NaN → 0 is defined the same everywhere: it is LLVM's `llvm.fptosi.sat`, PTX's "
+    "`cvt`, Rust's `as` and WebAssembly's `trunc_sat`, so the LLVM back end is one "
+    "intrinsic and the C++ and Triton back ends a few selects. u8 keeps PyTorch's rule because PyTorch "
+    "defines it on every device (it converts a float to uint8 through int64, so negative values wrap, "
+    "`torch.tensor(-1.5).to(torch.uint8)` is 255). Values in range, the only ones eager defines for "
+    "the signed types, give eager's result on every back end.",
     "reduction": "Reduce over `dims` (all dimensions when absent); `keepdim` keeps reduced dimensions as size 1. `argmax`/`argmin` take one optional `dim` instead (absent: over the flattened tensor) and return i64.",
     "view": "Shape, layout and data-movement ops (`cat` and `pad` included); `lower` turns them into index expressions and masked loads, so they never reach loop level.",
     "indexing": "Reads driven by an index tensor (i64 or i32); `lower` turns them into `indirect` loads.",

@@ -38,7 +38,7 @@ import os
 import tempfile
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,12 +80,26 @@ class CompileOptions:
     autotune: bool = False
 
     @staticmethod
-    def from_dict(options: dict[str, Any] | None) -> CompileOptions:
+    def from_dict(options: Any) -> CompileOptions:
+        """The options of ``torch.compile(..., options=...)``, each checked for its type and
+        value: a wrong one is a :class:`FirError` naming the option and what it takes."""
         opts = CompileOptions()
-        for key, value in (options or {}).items():
-            if not hasattr(opts, key):
-                known = ", ".join(CompileOptions.__dataclass_fields__)
-                raise FirError(f"unknown fir backend option '{key}' (options: {known})")
+        if options is None:
+            return opts
+        if not isinstance(options, Mapping):
+            raise FirError(
+                f"fir backend options must be a dict, got {type(options).__name__} {options!r}"
+            )
+        known = ", ".join(CompileOptions.__dataclass_fields__)
+        for key, value in options.items():
+            if not isinstance(key, str) or key not in OPTION_TYPES:
+                raise FirError(f"unknown fir backend option {key!r} (options: {known})")
+            types, what = OPTION_TYPES[key]
+            if not (value is None and key in NULLABLE_OPTIONS) and not isinstance(value, types):
+                raise FirError(
+                    f"fir backend option '{key}' must be {what}, got "
+                    f"{type(value).__name__} {value!r}"
+                )
             setattr(opts, key, value)
         if isinstance(opts.fallback, bool):  # the option's first form: True/False
             opts.fallback = "unsupported" if opts.fallback else "never"
@@ -102,12 +116,44 @@ class CompileOptions:
             raise FirError(
                 f"unknown fir backend '{opts.backend}' (choose from {', '.join(RUNNERS)})"
             )
+        if opts.dump_dir is not None:
+            opts.dump_dir = _writable_folder(os.fspath(opts.dump_dir))
         from fir.passes.pipeline import parse_pipeline
 
         # a bad pipeline is the user's error, not a graph to fall back on
         if opts.pipeline is not None:
             parse_pipeline(opts.pipeline)
         return opts
+
+
+# each option's accepted types, and how an error message says them
+OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "pipeline": ((str,), "a str (a pass pipeline such as 'fusion')"),
+    "dump_dir": ((str, os.PathLike), "a folder path (str or os.PathLike)"),
+    "backend": ((str,), f"a str (one of {', '.join(RUNNERS)})"),
+    "fallback": ((str, bool), f"a str (one of {', '.join(FALLBACK_MODES)}) or a bool"),
+    "cuda_graphs": ((bool,), "a bool"),
+    "autotune": ((bool,), "a bool"),
+}
+# options whose None is their default: "not given"
+NULLABLE_OPTIONS = ("pipeline", "dump_dir", "backend")
+
+
+def _writable_folder(path: str) -> str:
+    """``dump_dir`` checked before any graph compiles: a folder (made if missing) that a file
+    can be written in, else a :class:`FirError` saying why."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise FirError(f"fir backend option 'dump_dir': {path} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # the only sure test, whoever runs it
+            pass
+    except OSError as e:
+        raise FirError(
+            f"fir backend option 'dump_dir': cannot write in {path}: {e.strerror or e}"
+        ) from None
+    return path
 
 
 class BackendCompileError(FirError):

@@ -172,6 +172,37 @@ def literal_tensor(value: Scalar | None, dtype: torch.dtype) -> torch.Tensor:
         raise InterpreterError(f"literal {value} does not fit {dtype}: {e}") from None
 
 
+def cast_tensor(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``cast`` as docs/ops.md defines it on every back end: a float converts to a signed
+    integer type rounding toward zero and saturating at the type's range, NaN to 0 (torch's
+    own ``.to`` is C++'s conversion there, undefined, and differs between CPU and CUDA); to u8
+    through that int64 conversion, keeping the low 8 bits (torch's rule for u8: -1.5 -> 255).
+    Every other conversion is torch's, which is defined: integers keep their low bits, floats
+    round to nearest, anything nonzero is true."""
+    if not x.dtype.is_floating_point or dtype.is_floating_point or dtype == torch.bool:
+        return x.to(dtype)
+    via = torch.int64 if dtype == torch.uint8 else dtype
+    info = torch.iinfo(via)
+    wide = x.double()  # exact for every float dtype, and so are the bounds +-2^(bits-1)
+    top = float(2 ** (info.bits - 1))
+    inside = (wide >= -top) & (wide < top)  # NaN is not inside
+    out = torch.where(inside, wide, 0.0).to(via)  # converts in-range values only
+    out = torch.where(wide >= top, info.max, torch.where(wide < -top, info.min, out))
+    return out.to(dtype)
+
+
+def cast_literal(value: Scalar | None, dtype: torch.dtype) -> torch.Tensor:
+    """A literal cast to ``dtype``: the literal exactly (a float as f64), then :func:`cast_tensor`."""
+    exact = torch.float64 if isinstance(value, float) else _default_dtype(value)
+    return cast_tensor(literal_tensor(value, exact), dtype)
+
+
+def cast_scalar(value: Scalar, dtype: DType) -> Scalar:
+    """A literal cast to ``dtype`` as a Python value, by :func:`cast_literal`'s rule: what a
+    back end folds a ``cast`` of a literal to."""
+    return cast_literal(value, dtype.to_torch()).item()
+
+
 def apply_elementwise(
     name: str, args: Sequence[torch.Tensor | Literal], fallback: torch.dtype | None = None
 ) -> torch.Tensor:
@@ -605,9 +636,9 @@ class _Run:
         if node.op == "cast":
             x = args[0]
             return [
-                x.to(out_dtype)
+                cast_tensor(x, out_dtype)
                 if isinstance(x, torch.Tensor)
-                else literal_tensor(x.value, out_dtype)
+                else cast_literal(x.value, out_dtype)
             ]
         if spec.scalar:
             if node.op in ("floordiv", "mod") and len(args) == 2 and _is_int_tensor(args[0]):
@@ -983,7 +1014,7 @@ class _BodyEval:
                 raise InterpreterError("'cast' needs a result dtype")
             x = self.operand(op.operands[0])
             dtype = op.dtype.to_torch()
-            return literal_tensor(x.value, dtype) if isinstance(x, Literal) else x.to(dtype)
+            return cast_literal(x.value, dtype) if isinstance(x, Literal) else cast_tensor(x, dtype)
         args = [self.operand(o) for o in op.operands]
         if code in ("floordiv", "mod") and len(args) == 2 and _is_int_tensor(args[0]):
             divisor = args[1].value if isinstance(args[1], Literal) else args[1]

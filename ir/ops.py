@@ -894,6 +894,8 @@ def _group_norm(ops: list[OperandType], attrs: dict[str, Any], decl: list[Tensor
     x = _require_tensor(ops, 0)
     _dtype_check(x.dtype, "float", "group_norm")
     g = attrs["num_groups"]
+    if g < 1:  # checked first: channels % 0 would be Python's ZeroDivisionError, not a rule
+        raise TypeRule(f"'group_norm' needs num_groups >= 1, got {g}")
     if x.rank < 2 or (isinstance(x.shape[1], int) and x.shape[1] % g):
         raise TypeRule(f"'group_norm' needs channels divisible by num_groups={g}, got {x}")
     for i in (1, 2):

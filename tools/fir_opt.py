@@ -13,10 +13,9 @@ _IMPORTED = time.perf_counter()  # before anything heavy: the start of fir-opt's
 import argparse  # noqa: E402
 import gc  # noqa: E402
 import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from fir.tools.cli import ArgParser, run_main, seconds_since_process_start  # noqa: E402
+from fir.tools.cli import ArgParser, InputError, read_input, run_main, seconds_since_process_start  # noqa: E402
 
 SPLIT_MARKER = "// -----"
 
@@ -151,16 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = (
-            sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
-        )
-    except OSError as e:
-        print(f"fir-opt: error: cannot read {name}: {e.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as e:
-        print(
-            f"fir-opt: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr
-        )
+        text = read_input(args.input)
+    except InputError as e:
+        print(e.render("fir-opt"), file=sys.stderr)
         return 1
 
     lap("read input")

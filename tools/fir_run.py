@@ -7,10 +7,46 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from fir.tools.cli import ArgParser, run_main
+from fir.tools.cli import ArgParser, InputError, read_input, run_main
+
+INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+# --check's tolerances where none is given: the program before and after a pipeline computes
+# the same sums in other orders (a matmul and its bias added apart, a reduction split), so
+# float32 results differ by about eps * (sum of the terms' magnitudes), which for a sum of a
+# few hundred unit-sized terms is 1e-5 and more, beyond torch's own float32 defaults
+# (rtol=1.3e-6, atol=1e-5). Wrong index arithmetic or a lost operation gives differences of
+# the size of the values themselves: still far outside these.
+CHECK_TOLERANCES = {"float16": (1e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2)}
+FLOAT_TOLERANCE = (1e-4, 1e-4)
+
+
+def _int_in(low: int, high: int, what: str) -> Any:
+    """An argparse type: an integer in [low, high], else a usage error naming the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what}")
+        return value
+
+    return parse
+
+
+def _tolerance(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: a tolerance is a finite number >= 0")
+    return value
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -18,18 +54,40 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="input .fir file, or - for stdin")
     p.add_argument("--func", default=None, help="function to run (default: the first)")
     p.add_argument("-p", "--pipeline", default="", help="passes to run before executing")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument(
+        "--seed",
+        type=_int_in(INT64_MIN, UINT64_MAX, f"a seed is in [{INT64_MIN}, {UINT64_MAX}]"),
+        default=0,
+        help="seed of the random inputs",
+    )
     p.add_argument(
         "--int-high",
-        type=int,
+        type=_int_in(1, INT64_MAX, f"N is in [1, {INT64_MAX}]"),
         default=None,
-        help="integer inputs are drawn from [0, N) (default: the smallest size > 1 of any argument)",
+        help="integer inputs are drawn from [0, N), N at most one more than the largest value "
+        "of the input's type (default: the smallest size > 1 of any argument)",
     )
     p.add_argument("--print-values", action="store_true", help="print every output tensor")
     p.add_argument(
         "--check",
         action="store_true",
-        help="also run the program before the pipeline and compare the outputs",
+        help="also run the program before the pipeline and compare the outputs (within "
+        "--rtol and --atol)",
+    )
+    p.add_argument(
+        "--rtol",
+        type=_tolerance,
+        default=None,
+        help=f"--check's relative tolerance (default {FLOAT_TOLERANCE[0]:g}; float16 "
+        f"{CHECK_TOLERANCES['float16'][0]:g}, bfloat16 {CHECK_TOLERANCES['bfloat16'][0]:g}; "
+        "integers and booleans must be equal)",
+    )
+    p.add_argument(
+        "--atol",
+        type=_tolerance,
+        default=None,
+        help=f"--check's absolute tolerance (default {FLOAT_TOLERANCE[1]:g}; float16 "
+        f"{CHECK_TOLERANCES['float16'][1]:g}, bfloat16 {CHECK_TOLERANCES['bfloat16'][1]:g})",
     )
     p.add_argument(
         "--backend",
@@ -46,7 +104,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
         help="with a code generator: time the compiled program (median of --repeat calls) and "
         "print each step's time",
     )
-    p.add_argument("--repeat", type=int, default=20, help="calls timed by --bench")
+    p.add_argument(
+        "--repeat",
+        type=_int_in(1, 10**9, "--bench times 1 to 1000000000 calls"),
+        default=20,
+        help="calls timed by --bench",
+    )
     p.add_argument(
         "--kernels",
         choices=["tiled", "sequential"],
@@ -97,9 +160,9 @@ def random_inputs(graph: Any, seed: int, int_high: int | None) -> list[Any]:
                 t = torch.randn(shape, generator=gen, dtype=torch.float32).to(tdt)
             elif dt.is_bool:
                 t = torch.rand(shape, generator=gen) < 0.5
-            else:
-                t = torch.randint(0, max(high, 1), shape, generator=gen, dtype=torch.int64)
-                t = t.to(tdt)
+            else:  # values the input's type holds, so that none wraps around
+                top = min(max(high, 1), torch.iinfo(tdt).max + 1)
+                t = torch.randint(0, top, shape, generator=gen, dtype=torch.int64).to(tdt)
         except (RuntimeError, MemoryError) as e:
             if not allocation_failure(e)[0]:
                 raise
@@ -158,16 +221,9 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = (
-            sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
-        )
-    except OSError as e:
-        print(f"fir-run: error: cannot read {name}: {e.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as e:
-        print(
-            f"fir-run: error: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr
-        )
+        text = read_input(args.input)
+    except InputError as e:
+        print(e.render("fir-run"), file=sys.stderr)
         return 1
     try:
         pipeline = parse_pipeline(args.pipeline)
@@ -194,20 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.backend == "interp":
             outputs = run_graph(graph, inputs, args.kernels)
         else:
-            import time
-
-            from fir.backends.compile import compile_function
-
-            start = time.perf_counter()
-            program = compile_function(graph, args.backend)
-            compile_s = time.perf_counter() - start
-            if program.device != "cpu":
-                inputs = [x.to(program.device) for x in inputs]
-            outputs = program(*inputs)
-            if program.device != "cpu":
-                outputs = [t.cpu() for t in outputs]
-            if args.bench:
-                bench = benchmark(program, inputs, max(args.repeat, 1), compile_s)
+            outputs, inputs, bench = run_compiled(graph, inputs, args)
     except InterpreterMemoryError as e:
         # the machine's limit, not a mistake in the text: one line, no caret under the source
         where = f"{e.loc}" if e.loc is not None else "fir-run"
@@ -226,15 +269,81 @@ def main(argv: list[str] | None = None) -> int:
             print(t)
     if reference is not None:
         for k, (r, t) in enumerate(zip(reference, outputs)):
+            rtol, atol = check_tolerances(r.dtype, args.rtol, args.atol)
             try:
-                torch.testing.assert_close(t, r, equal_nan=True)
+                torch.testing.assert_close(t, r, rtol=rtol, atol=atol, equal_nan=True)
             except AssertionError as e:
                 print(
-                    f"fir-run: error: output #{k} changed under the pipeline:\n{e}", file=sys.stderr
+                    f"fir-run: error: output #{k} changed under the pipeline "
+                    f"(rtol={rtol:g}, atol={atol:g}):\n{e}",
+                    file=sys.stderr,
                 )
                 return 1
         print(f"check: {len(outputs)} output(s) agree before and after '{args.pipeline}'")
     return 0
+
+
+def check_tolerances(dtype: Any, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """``--check``'s tolerances for outputs of ``dtype``: the options where given, else
+    :data:`CHECK_TOLERANCES`; integers and booleans compare exactly unless an option says."""
+    if dtype.is_floating_point:
+        default = CHECK_TOLERANCES.get(str(dtype).removeprefix("torch."), FLOAT_TOLERANCE)
+    elif dtype.is_complex:
+        default = FLOAT_TOLERANCE
+    else:
+        default = (0.0, 0.0)
+    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+
+
+def run_compiled(graph: Any, inputs: list[Any], args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """Compile ``graph`` for ``args.backend``, run it on ``inputs`` (moved to its device) and
+    time it under ``--bench``: the outputs (on the CPU), the inputs it ran on, the timings.
+    What the machine refuses (no GPU, a missing package, memory, an extern that raises at run
+    time) is a :class:`~fir.ir.errors.FirError` with one line of message."""
+    import os
+    import time
+
+    import torch
+    from fir.ir.errors import FirError, InterpreterMemoryError, format_bytes
+    from fir.ir.interpreter import allocation_failure
+
+    backend = args.backend
+    gpu_needed = backend == "triton" and os.environ.get("TRITON_INTERPRET") != "1"
+    if gpu_needed and not torch.cuda.is_available():
+        raise FirError(
+            "--backend triton runs on a CUDA GPU and PyTorch sees none here; set "
+            "TRITON_INTERPRET=1 to run the kernels in Triton's interpreter on the CPU"
+        )
+    from fir.backends.compile import compile_function
+
+    start = time.perf_counter()
+    try:
+        program = compile_function(graph, backend)
+    except ImportError as e:
+        raise FirError(f"--backend {backend} needs the Python package '{e.name}'") from None
+    compile_s = time.perf_counter() - start
+    where = f"@{graph.name} ({backend})"
+    bench = ""
+    try:
+        if program.device != "cpu":
+            inputs = [x.to(program.device) for x in inputs]
+        outputs = program(*inputs)
+        if program.device != "cpu":
+            outputs = [t.cpu() for t in outputs]
+        if args.bench:
+            bench = benchmark(program, inputs, args.repeat, compile_s)
+    except FirError:
+        raise
+    except (RuntimeError, MemoryError, IndexError, ValueError, OverflowError) as e:
+        failed, nbytes = allocation_failure(e)
+        if failed:
+            size = f": {format_bytes(nbytes)} asked for" if nbytes is not None else ""
+            raise InterpreterMemoryError(
+                f"{where}: the compiled program cannot allocate memory{size}", None, nbytes
+            ) from None
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        raise FirError(f"{where} failed at run time: {type(e).__name__}: {first_line}") from None
+    return outputs, inputs, bench
 
 
 def benchmark(program: Any, inputs: list[Any], repeat: int, compile_s: float) -> str:

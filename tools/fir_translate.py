@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fir.tools.cli import ArgParser, run_main
+from fir.tools.cli import ArgParser, InputError, read_input, run_main
 
 TARGETS = ("plan", "cpp", "triton", "llvm", "call")
 
@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"fir-translate: error: cannot read {name}: {e}", file=sys.stderr)
+        text = read_input(args.input)
+    except InputError as e:
+        print(e.render("fir-translate"), file=sys.stderr)
         return 1
     try:
         pipeline = parse_pipeline(args.pipeline)

@@ -9,7 +9,8 @@ a loop with ``exp`` runs one scalar call per element.
 Semantics follow the reference interpreter (PyTorch's eager CPU kernels): NaN propagates through
 ``maximum``/``minimum``/``max``/``min``; integer arithmetic wraps; floor division and modulo
 round toward negative infinity; shifts by a negative amount or by the width or more give 0 (left)
-or the sign (right); float to small integer conversions go through int64. f16 and bf16 round to
+or the sign (right); a float converts to a signed integer type saturating (NaN to 0) and to u8
+through int64, as docs/ops.md says for ``cast``. f16 and bf16 round to
 nearest even and keep NaN payloads, as torch's vectorised conversions do; the vectorised loops
 convert f16 in blocks of 16 with F16C where the target has it (``fir_store_f16_block``).
 """
@@ -269,13 +270,31 @@ static inline void fir_load_f16_block(float* dst, const uint16_t* src, int64_t n
 }
 
 // -- casts (the target is the IR dtype; f16 and bf16 values live in floats, rounded)
+template <class T> struct fir_is_float { static constexpr bool value = false; };
+template <> struct fir_is_float<float> { static constexpr bool value = true; };
+template <> struct fir_is_float<double> { static constexpr bool value = true; };
+// to a signed integer type (docs/ops.md, cast): a float rounds toward zero and saturates at
+// the type's range, NaN gives 0 (LLVM's fptosi.sat); C++'s own conversion is undefined there.
+// Every path converts only an in-range value, so the selects vectorise and nothing is UB.
+// An integer keeps its low bits.
+template <class I, class T> static inline I fir_to_int(T x) {
+  if constexpr (fir_is_float<T>::value) {
+    const uint64_t top = uint64_t(1) << (sizeof(I) * 8 - 1);  // 2^(bits-1), exact in T
+    const T hi = T(top), lo = -hi;
+    const I max = I(top - 1), min = I(-max - 1);
+    const I in_range = I((x >= lo && x < hi) ? x : T(0));  // NaN fails both tests: 0
+    return x >= hi ? max : (x < lo ? min : in_range);
+  } else {
+    return I(x);
+  }
+}
 template <class T> static inline bool fir_cast_bool(T x) { return x != T(0); }
-template <class T> static inline int64_t fir_cast_i64(T x) { return int64_t(x); }
-template <class T> static inline int32_t fir_cast_i32(T x) { return int32_t(x); }
-template <class T> static inline int64_t fir_wide(T x) { return int64_t(x); }  // floats truncate
-template <class T> static inline int16_t fir_cast_i16(T x) { return int16_t(fir_wide(x)); }
-template <class T> static inline int8_t fir_cast_i8(T x) { return int8_t(fir_wide(x)); }
-template <class T> static inline uint8_t fir_cast_u8(T x) { return uint8_t(fir_wide(x)); }
+template <class T> static inline int64_t fir_cast_i64(T x) { return fir_to_int<int64_t>(x); }
+template <class T> static inline int32_t fir_cast_i32(T x) { return fir_to_int<int32_t>(x); }
+template <class T> static inline int16_t fir_cast_i16(T x) { return fir_to_int<int16_t>(x); }
+template <class T> static inline int8_t fir_cast_i8(T x) { return fir_to_int<int8_t>(x); }
+// to u8 through int64, as PyTorch converts (-1.5 -> 255): the low 8 bits of the i64 cast
+template <class T> static inline uint8_t fir_cast_u8(T x) { return uint8_t(fir_to_int<int64_t>(x)); }
 template <class T> static inline float fir_cast_f32(T x) { return float(x); }
 template <class T> static inline double fir_cast_f64(T x) { return double(x); }
 template <class T> static inline float fir_cast_f16(T x) { return fir_from_f16(fir_to_f16(float(x))); }

@@ -539,8 +539,13 @@ class _Kernel:
                 out = self.widen(self.narrow(out, dst), dst)
             return out
         if src.is_float:
-            wide = b.fptosi(v, I64)
-            return wide if dt == I64 else b.trunc(wide, dt)
+            # docs/ops.md, cast: round toward zero, saturate, NaN -> 0 (plain fptosi is poison
+            # out of range); to u8 through i64, keeping the low bits, as PyTorch converts
+            via = I64 if dst is DType.U8 else dt
+            fnty = ir.FunctionType(via, [st])
+            sat = self.m.declare_intrinsic("llvm.fptosi.sat", [via, st], fnty)
+            wide = b.call(sat, [v])
+            return wide if via == dt else b.trunc(wide, dt)
         if st.width == dt.width:
             return v
         if st.width > dt.width:

@@ -42,7 +42,7 @@ from fir.ir.errors import FirError
 
 from .helpers import FIR_LAUNCH
 from .launch import CubinKernel
-from .render import HEADER, Config, launcher, render_kernel, render_program
+from .render import HEADER, Config, jit_name, launcher, render_kernel, render_program
 
 # error codes of integer division by zero: -1 - (the kernel's position in the program)
 DIVISION_BASE = -1
@@ -151,7 +151,7 @@ class TritonKernels:
     def _compile(self, k: KernelPlan) -> None:
         name = k.name
         cfg = self.configs[name]
-        fn = getattr(self.launchers[name], "__globals__", vars(self.module))[name]
+        fn = getattr(self.launchers[name], "__globals__", vars(self.module))[jit_name(name)]
         if os.environ.get("FIR_TRITON_LAUNCH") == "triton":
             self.not_direct[name] = "FIR_TRITON_LAUNCH=triton"
         else:

@@ -160,10 +160,27 @@ def cast_expr(value: str, source: DType, target: DType) -> str:
         return f"{value}.to({TL[target]}).to(tl.float32)"
     if source is DType.BOOL and target.is_float:
         return f"{value}.to(tl.int8).to({TL[target]})"
-    if source.is_float and target in (DType.U8, DType.I8, DType.I16):
-        # through int32, wrapping as torch's conversion does (the GPU's own saturates)
-        return f"{value}.to(tl.int32).to({TL[target]})"
+    if source.is_float and not target.is_float:
+        return float_to_int(value, target)
     return f"{value}.to({TL[target]})"
+
+
+def float_to_int(value: str, target: DType) -> str:
+    """A float ``value`` (a name) as the integer ``target``, by docs/ops.md's rule for ``cast``:
+    toward zero, saturating, NaN to 0; u8 through i64, keeping the low bits. Written out with
+    ``tl.where`` rather than left to ``.to``: the GPU's conversion saturates but Triton's
+    interpreter converts with NumPy, whose out-of-range result is the host's."""
+    via = DType.I64 if target is DType.U8 else target
+    bits = 8 * via.itemsize
+    top = float(2 ** (bits - 1))  # exact in f32 and f64: the comparisons are exact
+    largest, smallest = 2 ** (bits - 1) - 1, -(2 ** (bits - 1))
+    t = TL[via]
+    inside = f"tl.where(({value} >= {-top!r}) & ({value} < {top!r}), {value}, 0.0).to({t})"
+    out = (
+        f"tl.where({value} >= {top!r}, {largest}, "
+        f"tl.where({value} < {-top!r}, {smallest}, {inside})).to({t})"
+    )
+    return out if via is target else f"{out}.to({TL[target]})"
 
 
 def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool = False) -> str:

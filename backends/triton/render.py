@@ -94,6 +94,15 @@ from fir.backends.triton.helpers import *  # noqa: F403
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
+def jit_name(kernel: str) -> str:
+    """The ``@triton.jit`` function of kernel ``kernel`` in the generated module. A kernel's
+    name is the user's (``kernel @tl``, ``%args = pointwise``): alone it could shadow what the
+    module itself uses (``tl``, ``triton``, the helpers, a launcher's ``args``) or be a Python
+    keyword. With this prefix it never can: no helper, launcher (``grid_``, ``launch_``) or
+    local name of the module starts with it."""
+    return f"kernel_{kernel}"
+
+
 class RenderError(FirError):
     """A plan the Triton renderer cannot write as it is (a bug upstream, never silent)."""
 
@@ -428,7 +437,7 @@ class _Writer:
             self.emit("pass")
         head = [
             "@triton.jit",
-            f"def {plan.name}({', '.join(params)}):",
+            f"def {jit_name(plan.name)}({', '.join(params)}):",
             f"    # {cfg.text()}",
         ]
         return "\n".join(head + self.lines) + "\n"
@@ -658,8 +667,11 @@ class _Writer:
         self.dims[i.dst] = dims
         if i.op == "cast":
             if isinstance(i.args[0], Literal):
+                from fir.ir.interpreter import cast_scalar
+
+                folded = Literal(cast_scalar(i.args[0].value, i.dtype))  # the cast's own rule
                 self.emit(
-                    f"{dst} = tl.full([], {scalar(i.args[0], i.dtype, exact=True)}, "
+                    f"{dst} = tl.full([], {scalar(folded, i.dtype, exact=True)}, "
                     f"{compute_type(i.dtype)})"
                 )
             else:
@@ -860,7 +872,7 @@ def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
     call += [f"{b}={getattr(cfg, b)}" for b in blocks]
     call.append(f"num_warps={cfg.num_warps}")
     call.append("**FIR_LAUNCH")
-    lines.append(f"    {plan.name}[grid]({', '.join(call)})")
+    lines.append(f"    {jit_name(plan.name)}[grid]({', '.join(call)})")
     return "\n".join(lines) + "\n"
 
 
@@ -890,6 +902,7 @@ __all__ = [
     "PERSISTENT_MAX",
     "candidates",
     "choose_config",
+    "jit_name",
     "launcher",
     "render_kernel",
     "render_program",

@@ -12,7 +12,7 @@ from fir.backends.plan import ProgramPlan
 
 from .build import load_module, module_path
 from .launch import compile_kernel
-from .render import render_program
+from .render import jit_name, render_program
 
 
 def compile_for_target(
@@ -29,6 +29,8 @@ def compile_for_target(
     for k in plan.kernels():
         cfg, fails = configs[k.name]
         start = time.perf_counter()
-        compiled, _ = compile_kernel(k, cfg, fails, getattr(module, k.name), arch, backend)
+        compiled, _ = compile_kernel(
+            k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend
+        )
         out[k.name] = (time.perf_counter() - start, list(compiled.asm))
     return out

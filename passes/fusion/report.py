@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fir.ir.graph import ExternNode, Graph, LoopNode, Module
+from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Module
 from fir.ir.types import Dim, dim_str
 
 
@@ -258,8 +258,10 @@ def _graph_dot(g: Graph) -> list[str]:
             what = "pointwise" if n.reduction is None else f"reduction {n.reduction}"
         elif isinstance(n, ExternNode):
             what = f"extern {n.callee}"
+        elif isinstance(n, AliasNode):
+            what = "view"  # a view of its base's storage (a graph output, an extern argument)
         else:
-            what = n.op
+            what = getattr(n, "op", type(n).__name__)
         types = ", ".join(str(r.type) for r in n.results)
         label = f"%{name} = {what}\n{types}"
         style = ', style="dashed"' if any(id(r) in local for r in n.results) else ""
