@@ -17,11 +17,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
-from fir.ir.errors import ExternResultError
-from fir.ir.externs import IN_PLACE_VARIANTS
+from fir.ir.externs import IN_PLACE_VARIANTS, call_failed, kept_results, wrong_result
 
 from .buffers import allocate
 from .layouts import flat_view, same_layout, scatter, view
@@ -74,6 +74,7 @@ class ExternCall:
     drops: tuple[int, ...]
     comment: str
     index: int
+    node: Any  # the extern node (an ExternNode), which errors name
 
 
 @dataclass(frozen=True)
@@ -89,23 +90,19 @@ Step = KernelCall | ExternCall | Release
 
 
 def _adopt(
-    r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str, kind: str
+    r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str, kind: str, node: Any
 ) -> torch.Tensor:
     """The storage of extern result ``t``: its own memory where it is laid out as planned and
     the storage is not taken yet (``existing`` None), else ``existing`` (or a new storage) with
     ``t`` copied into the planned layout. ``device``: where the program's memory is (``cpu``,
-    ``cuda:1``), ``kind`` its type."""
+    ``cuda:1``), ``kind`` its type. A result of another dtype or shape than its type says is
+    an error naming ``node``: never cast quietly."""
     if t is None:  # a call made for its effect (an assertion): its result is a token
         t = torch.empty(r.shape, dtype=r.dtype, device=device)
-    if t.dtype != r.dtype:
-        t = t.to(r.dtype)
+    if not isinstance(t, torch.Tensor) or t.dtype != r.dtype or t.shape != r.shape:
+        raise wrong_result(node, r.name, t, r.dtype, r.shape)
     if t.device.type != kind:  # a constant the lowering made (``torch.tensor``)
         t = t.to(device)
-    if t.shape != r.shape:
-        raise ExternResultError(
-            f"extern call result %{r.name} has shape {list(t.shape)}, its type says "
-            f"{list(r.shape)} (a size the trace assumed, such as by torch._check, does not hold)"
-        )
     if existing is None:
         if r.offset == 0 and t.stride() == r.strides:
             return t  # the storage starts where the result does
@@ -238,17 +235,31 @@ def call_source(
                 callee = f"({in_place} if a0.is_contiguous() else {fn})"
             else:
                 callee = fn
-            if step.single:
-                w.line(f"out = {callee}({', '.join(values)})")
-            else:
-                w.line(f"out = {callee}({', '.join(values)})")
+            # an op that raises: an error naming the node, the op's exception its cause (a
+            # try costs nothing until something raises)
+            node = step.node
+            failed = w.const(partial(call_failed, node, step.callee), "the error of a failed call")
+            w.line("try:")
+            w.line(f"out = {callee}({', '.join(values)})", 2)
+            w.line("except Exception as e:")
+            w.line(f"raise {failed}(e) from e", 2)
+            single = step.single and len(node.results) == 1 and step.positions in (None, (0,))
+            if not single:  # one test of the count, then each result as the node keeps it
                 w.line("outs = out if isinstance(out, (tuple, list)) else (out,)")
+                wrong_count = (
+                    f"len(outs) != {len(node.results)}"
+                    if step.positions is None
+                    else f"len(outs) <= {max(step.positions, default=-1)}"
+                )
+                w.line(f"if {wrong_count}:")
+                w.line(f"{w.const(partial(kept_results, node))}(outs)  # raises", 2)
+            node_c = w.const(node, f"extern node of step {step.index}")
             for r in step.results:
                 j = r.position if step.positions is None else step.positions[r.position]
-                got = "out" if step.single else f"outs[{j}]"  # a single tensor: position 0
+                got = "out" if single else f"outs[{j}]"  # a single tensor: position 0
                 s, spec = f"s{r.storage}", w.const(r)
                 if r.storage in known:  # written over an existing storage
-                    w.line(f"{s} = {adopt}({spec}, {got}, {s})")
+                    w.line(f"{s} = {adopt}({spec}, {got}, {s}, {node_c})")
                     continue
                 if r.offset == 0 and on_device:
                     w.line(f"t = {got}")
@@ -259,9 +270,9 @@ def call_source(
                     )
                     w.line(f"{s} = t", 2)
                     w.line("else:")
-                    w.line(f"{s} = {adopt}({spec}, t, None)", 2)
+                    w.line(f"{s} = {adopt}({spec}, t, None, {node_c})", 2)
                 else:
-                    w.line(f"{s} = {adopt}({spec}, {got}, None)")
+                    w.line(f"{s} = {adopt}({spec}, {got}, None, {node_c})")
                 known[r.storage] = None
         if timed:
             w.line(f"times[{step.index}] += tick() - t_start")
@@ -318,7 +329,7 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _adopt_fn(device: str) -> Callable[..., Any]:
     kind = torch.device(device).type
 
-    def adopt_on_device(r: Any, t: Any, existing: Any) -> Any:
-        return _adopt(r, t, existing, device, kind)
+    def adopt_on_device(r: Any, t: Any, existing: Any, node: Any) -> Any:
+        return _adopt(r, t, existing, device, kind, node)
 
     return adopt_on_device

@@ -175,6 +175,7 @@ def _build(p: CompiledProgram) -> FastPlan:
                     f"step {k}: {', '.join('%' + r.name for r in node.results)} = "
                     f"{node.callee}" + (f" (in place: {step.in_place})" if step.in_place else ""),
                     k,
+                    node,
                 )
             )
         elif drops:  # a view runs nothing; a storage may still be released after it

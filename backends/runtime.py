@@ -30,13 +30,15 @@ from typing import Any, Protocol
 import sympy
 import torch
 from fir.ir.dtypes import DType
-from fir.ir.errors import (
-    ExternResultError,
-    FirError,
-    KernelIndexError,
-    KernelZeroDivisionError,
+from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
+from fir.ir.externs import (
+    ExternCallError,
+    call_failed,
+    decode_torch_object,
+    kept_results,
+    resolve_callee,
+    wrong_result,
 )
-from fir.ir.externs import kept_results
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
@@ -109,11 +111,9 @@ class CompiledProgram:
         self.in_place_fns: dict[int, Any] = {}  # steps the plan made in place on argument 0
         for k, step in enumerate(plan.steps):
             if isinstance(step, ExternStep):
-                from fir.ir.interpreter import resolve_callee
-
-                self.extern_fns[k] = resolve_callee(step.node.callee)
+                self.extern_fns[k] = _resolve(step.node, step.node.callee)
                 if step.in_place is not None:
-                    self.in_place_fns[k] = resolve_callee(step.in_place)
+                    self.in_place_fns[k] = _resolve(step.node, step.in_place)
         self.fast = build_fast_plan(self)
 
     # -- set-up
@@ -377,17 +377,20 @@ class _Call:
             if isinstance(v, sympy.Basic):
                 return self.dim(v)
             if isinstance(v, str):
-                from fir.ir.externs import decode_torch_object
-
-                return decode_torch_object(v)
+                return decode_torch_object(v, node.loc)
             return v
 
         args = [conv(a) for a in node.args]
+        kwargs = {key: conv(v) for key, v in node.kwargs.items()}
         in_place = self.p.in_place_fns.get(k)
+        callee = node.callee
         if in_place is not None and args[0].is_contiguous():  # NCCL takes dense tensors
-            fn = in_place
-        with torch.no_grad():  # an inference program: nothing to record for autograd
-            out = fn(*args, **{key: conv(v) for key, v in node.kwargs.items()})
+            fn, callee = in_place, step.in_place
+        try:
+            with torch.no_grad():  # an inference program: nothing to record for autograd
+                out = fn(*args, **kwargs)
+        except Exception as e:  # the op's own error, named (torch.compile hands ``e`` on)
+            raise call_failed(node, callee, e) from e
         outs = kept_results(node, out)
         for r, t in zip(node.results, outs):
             b = self.plan.buffers.get(r.name)
@@ -395,25 +398,21 @@ class _Call:
                 continue
             if t is None:  # a call made for its effect (an assertion): its result is a token
                 t = torch.empty([self.dim(d) for d in b.type.shape], dtype=b.type.dtype.to_torch())
-            self._adopt_result(b, t)
+            self._adopt_result(node, b, t)
 
-    def _adopt_result(self, b: Buffer, t: torch.Tensor) -> None:
+    def _adopt_result(self, node: Any, b: Buffer, t: torch.Tensor) -> None:
         """An extern call's result: its own memory when laid out as planned, else copied into
-        the planned layout (kernels index it as its type says)."""
+        the planned layout (kernels index it as its type says). One of another dtype or shape
+        than its type says is an error: never cast or reshaped quietly."""
         want = b.type
         dtype = want.dtype.to_torch()
-        if t.dtype != dtype:
-            t = t.to(dtype)
+        shape = [self.dim(d) for d in want.shape]
+        if not isinstance(t, torch.Tensor) or t.dtype != dtype or tuple(t.shape) != tuple(shape):
+            raise wrong_result(node, b.name, t, dtype, shape)
         if t.device.type != self.p.device:  # a constant the lowering made (``torch.tensor``)
             t = t.to(self.p.alloc_device)
-        shape = [self.dim(d) for d in want.shape]
         strides = [self.dim(s) for s in want.strides]
         offset = self.dim(want.offset)
-        if tuple(t.shape) != tuple(shape):
-            raise ExternResultError(
-                f"extern call result %{b.name} has shape {list(t.shape)}, its type says {want} "
-                "(a size the trace assumed, such as by torch._check, does not hold)"
-            )
         existing = self.storages.get(b.storage)
         if existing is None and (t.numel() == 0 or same_layout(t, shape, strides)):
             flat, base = flat_view(t, offset)
@@ -433,6 +432,16 @@ class _Call:
             k = next(j for j, i in enumerate(self.plan.inputs) if i.name == name)
             return inputs[k]
         return self.tensor(name)
+
+
+def _resolve(node: Any, callee: str) -> Any:
+    """The op ``node`` calls (``callee``: its own, or the plan's in-place variant), looked up
+    as the interpreter does; an error names the node."""
+    try:
+        return resolve_callee(callee, ExternCallError)
+    except ExternCallError as e:
+        names = ", ".join("%" + r.name for r in node.results)
+        raise ExternCallError(f"{names}: {e.message}", node.loc) from None
 
 
 def element_count(t: TensorType, sizes: dict[str, int]) -> int:

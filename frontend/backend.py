@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from fir.backends.prewarm import prewarm_triton
 from fir.ir.errors import FirError
+from fir.ir.externs import ExternCallError
 from fir.ir.graph import ExternNode, Module, TensorOp
 from fir.ir.printer import print_module
 
@@ -212,10 +213,16 @@ class CompiledGraph:
                 keep = self._kept = [k for k in range(len(inputs)) if k not in skip]
             inputs = tuple([inputs[k] for k in keep])
         if self.program is not None:  # kernels write memory; extern calls run under no_grad
-            if sizes:
-                out = self.program(*inputs, *self.constants, sizes=sizes)
-            else:
-                out = self.program(*inputs, *self.constants)
+            try:
+                if sizes:
+                    out = self.program(*inputs, *self.constants, sizes=sizes)
+                else:
+                    out = self.program(*inputs, *self.constants)
+            except ExternCallError as e:
+                if e.__cause__ is None:
+                    raise
+                # an op that raised: the caller gets what eager PyTorch raises
+                raise e.__cause__ from None
         else:
             from fir.ir.interpreter import run_graph
 

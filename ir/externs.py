@@ -1,15 +1,133 @@
-"""How extern-call arguments that are not FIR attribute values are written.
+"""What an extern call may name, and how its arguments that are not FIR values are written.
 
-An extern node calls a library op (``extern "aten.empty.memory_format"(...)``) whose arguments
-may include PyTorch objects with no FIR type: devices, layouts, memory formats. They are written
-as strings ``"torch:KIND=NAME"`` and turned back into the objects when the call is made.
+An extern node calls a library op (``extern "aten.empty.memory_format"(...)``). A ``.fir`` file
+is data that people share (dumps, bug reports): reading or running one must never run code the
+file chooses. So an extern callee is one of two things, and nothing else:
+
+- an operator registered with PyTorch's dispatcher: ``NAMESPACE.OP.OVERLOAD``
+  (``aten.mm.default``, ``_c10d_functional.all_reduce.default``, a ``torch.library`` custom op)
+  or ``NAMESPACE.OP`` (the op's overload packet, which dispatches among its overloads). It is
+  looked up under ``torch.ops`` one name at a time, and each step must give the dispatcher's
+  own kind of object (a namespace, an overload packet, an overload), so a name can never reach
+  a Python module or function that ``torch.ops`` or a namespace happens to hold;
+- one of :data:`TORCH_FUNCTIONS`, the few ``torch.*`` functions FIR's passes emit.
+
+:func:`callee_problem` decides by the name alone, without torch (``fir-opt`` never imports it);
+the verifier reports what it says. :func:`resolve_callee` (interpreter, compiled runtime)
+checks again, then looks the name up.
+
+Arguments that are PyTorch objects with no FIR type (devices, layouts, memory formats) are
+written as strings ``"torch:KIND=NAME"`` and turned back into the objects when the call is made;
+layouts and memory formats come from the written tables below, never from ``getattr(torch, …)``
+of a name the file chose.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
+from .dtypes import DType
+from .errors import ExternResultError, FirError, Location
+
 PREFIX = "torch:"
+
+# the ``torch.*`` functions an extern may call: exactly those FIR's passes emit (lowering a
+# ``constant`` too large to write as a kernel: passes/lowering/lowerings.py)
+TORCH_FUNCTIONS: tuple[str, ...] = ("torch.tensor",)
+
+# operators that read or write a file named by an argument: a file must not reach the disk
+# through them (``aten.save``, ``aten.from_file`` with ``shared=True`` maps the file writable)
+FILE_OPERATORS: frozenset[str] = frozenset({"aten.save", "aten.from_file"})
+
+# attributes of ``torch.ops`` that are not operator namespaces (``load_library`` loads a shared
+# library, ``import_module`` imports a module): refused by name, before any lookup
+_NOT_NAMESPACES: frozenset[str] = frozenset(
+    {"load_library", "import_module", "loaded_libraries", "higher_order", "_dir"}
+)
+
+MEMORY_FORMATS: tuple[str, ...] = (
+    "contiguous_format",
+    "channels_last",
+    "channels_last_3d",
+    "preserve_format",
+)
+LAYOUTS: tuple[str, ...] = (
+    "strided",
+    "sparse_coo",
+    "sparse_csr",
+    "sparse_csc",
+    "sparse_bsr",
+    "sparse_bsc",
+    "jagged",
+    "_mkldnn",
+)
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_EXPECTED = (
+    "an extern calls an operator, NAMESPACE.OP.OVERLOAD (aten.mm.default), or one of "
+    + ", ".join(TORCH_FUNCTIONS)
+)
+
+
+class ExternCallError(FirError):
+    """An extern call failed when it ran (the op raised, or returned results that differ from
+    the node's declared types). Where the op raised, the original exception is ``__cause__``:
+    ``torch.compile`` hands it on as eager would raise it."""
+
+
+class WrongExternResult(ExternCallError, ExternResultError):
+    """An extern call returned a result of another dtype, shape or count than its declared
+    types: never cast or reshaped quietly. Where a size was an assumption of the trace
+    (``torch._check``), this is that assumption failing, which eager reports as a
+    ``RuntimeError``: this is one too."""
+
+
+def callee_problem(name: str) -> str | None:
+    """Why ``name`` may not be an extern callee, or None if it may; by the name alone."""
+    if name in TORCH_FUNCTIONS:
+        return None
+    parts = name.split(".")
+    if parts[0] == "torch":
+        return f'extern callee "{name}" is not allowed: {_EXPECTED}'
+    if len(parts) not in (2, 3) or not all(_NAME.match(p) for p in parts):
+        return f'extern callee "{name}" is not an operator name: {_EXPECTED}'
+    namespace = parts[0]
+    if namespace in _NOT_NAMESPACES or namespace.startswith("__"):
+        return f'extern callee "{name}": "{namespace}" is not an operator namespace'
+    if ".".join(parts[:2]) in FILE_OPERATORS:
+        return f'extern callee "{name}" reads or writes files; an extern may not call it'
+    return None
+
+
+def resolve_callee(name: str, error: type[FirError] = FirError) -> Callable[..., Any]:
+    """``aten.mm.default`` -> ``torch.ops.aten.mm.default`` (an ``OpOverload``),
+    ``aten.mm`` -> its ``OpOverloadPacket``, ``torch.tensor`` -> ``torch.tensor``; anything
+    else raises ``error`` (see the module's docstring)."""
+    problem = callee_problem(name)
+    if problem is not None:
+        raise error(problem)
+    import torch
+    from torch._ops import OpOverload, OpOverloadPacket, _OpNamespace
+
+    if name in TORCH_FUNCTIONS:
+        return {"torch.tensor": torch.tensor}[name]
+    namespace, op, *overload = name.split(".")
+    unknown = f'unknown extern callee "{name}"'
+    # ``torch.ops.X`` makes an empty namespace for any X (no code runs); anything else that
+    # ``torch.ops`` holds under that name is not a namespace
+    ns = getattr(torch.ops, namespace, None)
+    if type(ns) is not _OpNamespace:
+        raise error(f'{unknown}: "{namespace}" is not an operator namespace')
+    try:  # the dispatcher's registry; a name it does not know is an AttributeError
+        packet = getattr(ns, op)
+        obj = getattr(packet, overload[0]) if overload else packet
+    except (AttributeError, RuntimeError):
+        raise error(unknown) from None
+    if not isinstance(packet, OpOverloadPacket) or (overload and not isinstance(obj, OpOverload)):
+        raise error(f"{unknown}: not an operator registered with PyTorch")
+    return obj
 
 
 def encode_torch_object(obj: Any) -> str | None:
@@ -25,27 +143,96 @@ def encode_torch_object(obj: Any) -> str | None:
     return None
 
 
-def decode_torch_object(text: str) -> Any:
-    """The inverse of :func:`encode_torch_object`; other strings are returned unchanged."""
+def torch_object_problem(text: str) -> str | None:
+    """Why ``"torch:KIND=NAME"`` names no object, or None (also for strings that are not
+    ``torch:`` objects); by the text alone. A device's name is left to torch."""
+    if not text.startswith(PREFIX) or "=" not in text:
+        return None
+    kind, _, name = text[len(PREFIX) :].partition("=")
+    table = {"memory_format": MEMORY_FORMATS, "layout": LAYOUTS}.get(kind)
+    if table is not None and name not in table:
+        return f'unknown torch {kind} "{name}" in "{text}" (one of: {", ".join(table)})'
+    return None
+
+
+def decode_torch_object(text: str, loc: Location | None = None) -> Any:
+    """The inverse of :func:`encode_torch_object`; other strings are returned unchanged. An
+    unknown layout, memory format or device raises :class:`FirError`."""
     if not text.startswith(PREFIX) or "=" not in text:
         return text
+    problem = torch_object_problem(text)
+    if problem is not None:
+        raise FirError(problem, loc)
     import torch
 
     kind, _, name = text[len(PREFIX) :].partition("=")
     if kind == "device":
-        return torch.device(name)
+        try:
+            return torch.device(name)
+        except (RuntimeError, ValueError) as e:
+            raise FirError(f'unknown torch device "{name}" in "{text}": {e}', loc) from None
     if kind in ("memory_format", "layout"):
-        return getattr(torch, name)
+        obj = getattr(torch, name, None)  # a name of the written table
+        want = torch.memory_format if kind == "memory_format" else torch.layout
+        if not isinstance(obj, want):  # a table name this torch does not have
+            raise FirError(f'torch {kind} "{name}" does not exist in this PyTorch', loc)
+        return obj
     return text
 
 
-def kept_results(node: Any, out: Any) -> list[Any]:
+def kept_results(node: Any, out: Any, named: bool = True) -> list[Any]:
     """The results of an extern call that ``node`` names, in its results' order: all of them,
     or, where the call also returns values that are not tensors (``None``, sizes: cuDNN
-    attention's), the positions its ``results`` attribute lists."""
+    attention's), the positions its ``results`` attribute lists. A call that returned fewer
+    values (or, without ``results``, another number) raises :class:`ExternCallError`; its
+    message names the node unless ``named`` is False (the interpreter names it itself)."""
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     positions = node.attrs.get("results")
-    return outs if positions is None else [outs[k] for k in positions]
+    if positions is None:
+        if len(outs) == len(node.results):
+            return outs
+        text = f"the call returned {len(outs)} value(s), the node declares {len(node.results)}"
+    elif not positions or max(positions) < len(outs):
+        return [outs[k] for k in positions]
+    else:
+        text = f"the call returned {len(outs)} value(s), the node keeps positions {positions}"
+    raise ExternCallError(f"{node_text(node)}: {text}" if named else text, node.loc)
+
+
+def node_text(node: Any) -> str:
+    """``%a, %b = extern "aten.sort.default"``: how errors name an extern node."""
+    return f'{", ".join("%" + r.name for r in node.results)} = extern "{node.callee}"'
+
+
+def wrong_result(
+    node: Any, name: str, t: Any, dtype: Any, shape: Any, named: bool = True
+) -> ExternCallError:
+    """The error for extern result ``%name`` (tensor ``t``, or something else) that is not of
+    its declared torch ``dtype`` and ``shape``."""
+    if hasattr(t, "dtype") and hasattr(t, "shape"):
+        what = f"{_dtype_name(t.dtype)}{list(t.shape)}"
+    else:
+        what = f"a {type(t).__name__}"
+    want = f"{_dtype_name(dtype)}{list(shape)}"
+    text = f"the call returned {what} as %{name}, whose type says {want}"
+    if hasattr(t, "shape") and list(t.shape) != list(shape):
+        text += " (a size the trace assumed, such as by torch._check, does not hold)"
+    return WrongExternResult(f"{node_text(node)}: {text}" if named else text, node.loc)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``torch.float32`` -> ``f32`` (FIR's name where it has one)."""
+    try:
+        return str(DType.from_torch(dtype))
+    except KeyError:
+        return str(dtype).removeprefix("torch.")
+
+
+def call_failed(node: Any, callee: str, e: BaseException) -> ExternCallError:
+    """The error for extern call ``node`` that raised ``e`` when it called ``callee`` (its
+    own callee, or the in-place variant the plan chose); raise it ``from e``."""
+    names = ", ".join("%" + r.name for r in node.results)
+    return ExternCallError(f'{names} = extern "{callee}": {type(e).__name__}: {e}', node.loc)
 
 
 # Functional ops that have a variant writing into their first argument: where that argument's

@@ -43,7 +43,8 @@ from .errors import (
     Location,
     format_bytes,
 )
-from .externs import decode_torch_object, kept_results
+from .externs import decode_torch_object, kept_results, wrong_result
+from .externs import resolve_callee as _resolve_extern
 from .graph import (
     AliasNode,
     Body,
@@ -668,20 +669,30 @@ class _Run:
             if isinstance(v, sympy.Basic):
                 return self.dim(v)
             if isinstance(v, str):
-                return decode_torch_object(v)
+                return decode_torch_object(v, node.loc)
             return v
 
-        out = fn(*[conv(a) for a in node.args], **{k: conv(v) for k, v in node.kwargs.items()})
+        args = [conv(a) for a in node.args]
+        kwargs = {k: conv(v) for k, v in node.kwargs.items()}
+        try:
+            out = fn(*args, **kwargs)
+        except (FirError, RuntimeError, IndexError, ValueError, TypeError, OverflowError):
+            raise  # run_node names the node and keeps the kind
+        except MemoryError:
+            raise  # run_node says how much memory the node needed
+        except Exception as e:  # a custom op's own exception: an error, not a traceback
+            raise InterpreterError(f"{type(e).__name__}: {e}") from e
         if out is None and len(node.results) == 1:
             # a call made for its effect (an assertion, aten._print): its result is a token
             t = node.results[0].type
             out = torch.empty(self.shape(t), dtype=t.dtype.to_torch())
-        outs = kept_results(node, out)
-        for k, o in enumerate(outs):
-            if not isinstance(o, torch.Tensor):
-                raise InterpreterError(
-                    f'extern "{node.callee}" returned {type(o).__name__} as result #{k}, not a tensor'
-                )
+        outs = kept_results(node, out, named=False)
+        for r, o in zip(node.results, outs):
+            # the declared type is what every reader of the result relies on: a call that
+            # returns another dtype or shape is an error, never cast or reshaped quietly
+            dtype, shape = r.type.dtype.to_torch(), self.shape(r.type)
+            if not isinstance(o, torch.Tensor) or o.dtype != dtype or tuple(o.shape) != shape:
+                raise wrong_result(node, r.name, o, dtype, shape, named=False)
         return outs
 
     # -- kernels, run as a fused kernel would
@@ -883,21 +894,10 @@ def _memory_error(
 
 
 def resolve_callee(name: str) -> Callable[..., Any]:
-    """``aten.mm.default`` -> ``torch.ops.aten.mm.default``; ``torch.x.y`` -> ``torch.x.y``."""
-    parts = name.split(".")
-    obj: Any
-    if parts[0] == "torch":
-        obj, parts = torch, parts[1:]
-    else:
-        obj = torch.ops
-    try:
-        for p in parts:
-            obj = getattr(obj, p)
-    except (AttributeError, RuntimeError):
-        raise InterpreterError(f'unknown extern callee "{name}"') from None
-    if not callable(obj):
-        raise InterpreterError(f'extern callee "{name}" is not callable')
-    return obj
+    """``aten.mm.default`` -> ``torch.ops.aten.mm.default``; only operators and the written
+    list of torch functions (:func:`fir.ir.externs.resolve_callee`, which the compiled runtime
+    also uses)."""
+    return _resolve_extern(name, InterpreterError)
 
 
 def _reduce_rows(kind: str, rows: torch.Tensor, dtypes: list[torch.dtype]) -> list[torch.Tensor]:

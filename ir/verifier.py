@@ -12,6 +12,7 @@ from typing import Any
 from .deps import MemoryDep
 from .dtypes import DType
 from .errors import Location, VerifyError
+from .externs import callee_problem, torch_object_problem
 from .graph import (
     ANNOTATION_KEYS,
     REDUCTION_KINDS,
@@ -50,6 +51,15 @@ def _is_int(v: Any) -> bool:
 
 def _is_sym(v: Any) -> bool:
     return hasattr(v, "free_symbols") and not isinstance(v, (Value,))
+
+
+def _torch_object_problem(a: Any) -> str | None:
+    """What is wrong with a ``"torch:KIND=NAME"`` extern argument (in lists too), or None."""
+    if isinstance(a, str):
+        return torch_object_problem(a)
+    if isinstance(a, list):
+        return next((p for x in a if (p := _torch_object_problem(x)) is not None), None)
+    return None
 
 
 def _check_attr_kind(spec: AttrSpec, v: Any) -> str | None:
@@ -328,6 +338,15 @@ class _GraphVerifier:
             raise self.error("extern call names no callee", n.loc, n)
         if not n.results:
             raise self.error("extern call has no results", n.loc, n)
+        # what the call may name is decided here, by the name alone, so that no tool runs
+        # anything a file chose (the interpreter and runtime check again when they look it up)
+        problem = callee_problem(n.callee)
+        if problem is not None:
+            raise self.error(problem, n.loc, n)
+        for a in [*n.args, *n.kwargs.values()]:
+            problem = _torch_object_problem(a)
+            if problem is not None:
+                raise self.error(problem, n.loc, n)
         kept = n.attrs.get("results")
         if kept is not None and (
             not isinstance(kept, list)

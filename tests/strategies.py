@@ -154,15 +154,16 @@ KWARG_NAMES = [
     "f32",
     "index",
 ]
+# an extern calls an operator (NAMESPACE.OP.OVERLOAD or NAMESPACE.OP) or torch.tensor: the
+# verifier rejects any other name (no code runs from a file)
 CALLEES = [
     "aten.mm.default",
     "aten.convolution.default",
     "aten._scaled_dot_product",
-    "my_op",
-    "lib::op",
-    'a"quoted\\callee\n',
-    "ünïcode op",
-    " ",
+    "my_ns.my_op",
+    "lib.op_2.Tensor_out",
+    "_c10d_functional.wait_tensor.default",
+    "torch.tensor",
 ]
 VALUE_PREFIXES = ["", "v", "t.", "x$", "_", "buf", "0."]
 FUNC_PREFIXES = ["f", "main", "f.", "_g$", "fn_"]

@@ -716,7 +716,7 @@ def test_extern_calls():
     src = """
     func @f(%a: f32[4, 3], %b: f32[3, 5]) -> (f32[4, 5], f32[4, 5], f64[4]) {
       %m = extern "aten.mm.default"(%a, %b) : f32[4, 5]
-      %s = extern "torch.nn.functional.softmax"(%m, dim = 1) : f32[4, 5]
+      %s = extern "aten._softmax.default"(%m, 1, false) : f32[4, 5]
       %t = extern "aten.sum.dim_IntList"(%a, [1], false, dtype = f64) : f64[4]
       return %m, %s, %t
     }

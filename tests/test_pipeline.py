@@ -319,15 +319,15 @@ def test_cse_keeps_random_ops_apart() -> None:
 def test_cse_keeps_impure_externs_and_merges_pure_ones() -> None:
     text = (
         "func @f(%x: f32[4]) -> (f32[4], f32[4], f32[4], f32[4]) {\n"
-        '  %a = extern "rand"(%x) : f32[4]\n'
-        '  %b = extern "rand"(%x) : f32[4]\n'
-        '  %c = extern "mm"(%x) {pure = true} : f32[4]\n'
-        '  %d = extern "mm"(%x) {pure = true} : f32[4]\n'
+        '  %a = extern "lib.rand"(%x) : f32[4]\n'
+        '  %b = extern "lib.rand"(%x) : f32[4]\n'
+        '  %c = extern "lib.mm"(%x) {pure = true} : f32[4]\n'
+        '  %d = extern "lib.mm"(%x) {pure = true} : f32[4]\n'
         "  return %a, %b, %c, %d\n"
         "}\n"
     )
     out = print_module(parse_pipeline("cse").run(parse_module(text)))
-    assert out.count('extern "rand"') == 2 and out.count('extern "mm"') == 1
+    assert out.count('extern "lib.rand"') == 2 and out.count('extern "lib.mm"') == 1
     assert "return %a, %b, %c, %c" in out
 
 
