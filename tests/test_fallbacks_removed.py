@@ -4,6 +4,10 @@
 * ``auto_functionalized_v2``: a custom op that writes its arguments (a whole base, a slice of
   one, a strided view of a caller's input, a ``Tensor(a!)[]`` list) is copies of the bases and
   one extern call of the op marked ``mutates``;
+* an int input of any sign used as a number (``x * i``), and numbers Python computes from int
+  inputs (``round(i / 2 * 123.4567, 1)``): 0-d arguments evaluated at each call;
+* sizes Python computes from int inputs and sizes: ``int(s / 6)`` is ``floordiv(s, 6)``;
+  ``round(i / 2 + 1)`` is a size parameter the call computes.
 """
 
 from __future__ import annotations
@@ -131,3 +135,108 @@ def test_mutating_custom_op_is_one_extern_call(mutating_ops):
     op = [n for n in calls if n.callee == "firtest.add_into_.default"]
     assert len(op) == 1 and op[0].attrs["mutates"] == [0]
     assert not COMPILED[-1].report.fallbacks
+
+
+# -- 2. int inputs used as numbers; 3. Python arithmetic on them (``operator.truediv``, ``round``)
+
+
+def _dynamic(fn, backend: str = "cpp"):
+    return _compile(fn, backend, dynamic=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_input_of_any_sign_is_a_value(backend):
+    """``x * i`` with an int ``i``: a 0-d argument, so 0 and negative values are fine."""
+
+    def f(x, i):
+        return x * i
+
+    c = _dynamic(f, backend)
+    for i in (9132, -5, 0):
+        x = torch.randn(3, 1, 1, 1, 1)
+        _same(c(x, i), f(x, i))
+
+
+def test_int_input_with_an_int_tensor():
+    def f(x, i):
+        return x * i + i
+
+    c = _dynamic(f)
+    for i in (7, -3):
+        x = torch.arange(4, dtype=torch.int32)
+        got = c(x, i)
+        assert got.dtype == torch.int32
+        _same(got, f(x, i))
+
+
+def _round_1(x, i):
+    return x + round(i / 2 * 123.4567, 1)
+
+
+def _round_0(x, i):
+    return x + round(i / 2 * 123.4567, 0)
+
+
+def _round_neg(x, i):
+    return x + round(i / 2 * 123.4567, -1)
+
+
+@pytest.mark.parametrize("f", [_round_1, _round_0, _round_neg])
+def test_round_of_int_arithmetic_is_a_value(f):
+    """``round(i / 2 * 123.4567, n)``: PyTorch's ``RoundDecimal(…IntTrueDiv…)``, evaluated for
+    each call as Python evaluates it."""
+    c = _dynamic(f)
+    for i in (2, 3, -7):
+        x = torch.zeros(2)
+        _same(c(x, i), f(x, i))
+
+
+def test_round_of_an_int():
+    def f(x, i):
+        return x + round(i, 1) + round(i, 0)
+
+    c = _dynamic(f)
+    for i in (123, -4):
+        x = torch.zeros(2)
+        _same(c(x, i), f(x, i))
+
+
+def test_rounded_int_arithmetic_as_a_size():
+    """``x[:round(i / 2 + 1)]``: a size FIR's index forms cannot write is a size parameter the
+    call computes (``sizes (d0)``); the slice runs as ``aten.slice_copy`` (never a view of the
+    input that a later in-place write would reach)."""
+
+    def f(x, i):
+        return x[: round(i / 2 + 1)] + round(i / 2)
+
+    from fir.frontend.backend import FALLBACKS
+
+    before = len(FALLBACKS)
+    c = torch.compile(f, backend="fir", dynamic=True, fullgraph=True)
+    x = torch.zeros(5, dtype=torch.int32)
+    for i in range(1, 6):
+        _same(c(x, i), f(x, i))
+    assert torch.equal(x, torch.zeros(5, dtype=torch.int32))
+    assert len(FALLBACKS) == before  # FIR ran the graph
+
+
+def test_int_of_a_size_quotient_is_a_floor_division():
+    """``x.view(int(x.shape[0] / 6), 6)`` under dynamic shapes: ``TruncToInt(IntTrueDiv(s, 6))``
+    of a size is ``floordiv(s, 6)``, and ``operator.truediv`` on sizes imports."""
+    from fir.frontend.sizes import to_fir_expr
+    from fir.ir.symbolic import FloorDiv, size_symbol
+    from torch.utils._sympy import functions as tf
+
+    s = __import__("sympy").Symbol("s7", integer=True, positive=True)
+    assert to_fir_expr(tf.TruncToInt(tf.IntTrueDiv(s, 6))) == FloorDiv(size_symbol("s7"), 6)
+    assert to_fir_expr(tf.CeilToInt(tf.IntTrueDiv(s, 6))) == FloorDiv(size_symbol("s7") + 5, 6)
+
+    def f(x, y):
+        x = torch.sum(x.view(int(x.shape[0] / 6), 6), dim=1)
+        return torch.gather(x, 0, torch.trunc(y).to(torch.int64))
+
+    c = torch.compile(f, backend="fir")
+    y = torch.ones(1, dtype=torch.float64)
+    for n in (30, 36, 42):
+        x = torch.randn(n)
+        _same(c(x, y), f(x, y))
