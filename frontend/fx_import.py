@@ -133,6 +133,7 @@ class Importer:
         self.bindable: set[Any] = set()
         # the 0-d arguments of symbolic numbers, by PyTorch's expression and dtype
         self.scalar_args: dict[tuple[Any, DType], Value] = {}
+        self.unbacked_origin: dict[str, str] = {}  # data-dependent symbol -> the op making it
 
     def value_name(self, fx_name: str) -> str:
         return _sanitize(fx_name)
@@ -156,6 +157,9 @@ class Importer:
 
     def _run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> Graph:
         placeholders = self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for n in gm.graph.nodes:  # the ops that make data-dependent sizes (``u0``)
+            for sym in n.meta.get("unbacked_bindings") or {}:
+                self.unbacked_origin.setdefault(str(sym), target_name(n.target))
         sizes: list[tuple[int, torch.fx.Node]] = []
         for k, n in enumerate(placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
@@ -225,13 +229,28 @@ class Importer:
                     if getattr(expr, "is_Symbol", False):
                         sources.setdefault(expr.name, (k, d))
 
+    def data_dependent(self, symbol: str, what: str = "size") -> str:
+        """Why a size (or number) that depends on the data stops the import, naming the op
+        that produces it."""
+        origin = self.unbacked_origin.get(symbol)
+        source = f" (from {origin})" if origin else ""
+        return (
+            f"data-dependent {what} {symbol}{source}: FIR compiles sizes known before the call "
+            "(the inputs' shapes and int arguments); PyTorch runs this graph"
+        )
+
     def computed_size(self, expr: Any) -> Any:
         """A size parameter ``dN`` whose value the compiled call computes from its inputs
         (``report.computed_sizes``); None where the inputs do not determine ``expr``."""
         from fir.ir.symbolic import size_symbol
 
-        if any(s.name not in self.report.symbol_sources for s in expr.free_symbols):
-            return None
+        from .sizes import UnsupportedSize
+
+        unknown = sorted(
+            s.name for s in expr.free_symbols if s.name not in self.report.symbol_sources
+        )
+        if unknown:
+            raise UnsupportedSize(self.data_dependent(unknown[0]))
         for name, known in self.report.computed_sizes.items():
             if known == expr:
                 return size_symbol(name)
@@ -253,10 +272,7 @@ class Importer:
             s.name for s in expr.free_symbols if s.name not in self.report.symbol_sources
         )
         if unknown:
-            raise Fallback(
-                f"the number {expr} depends on {', '.join(unknown)}, which no input of the call "
-                "gives (a data-dependent value)"
-            )
+            raise Fallback(self.data_dependent(unknown[0], "number"))
         dtype = DType.F64 if floating else DType.I64
         v = self.scalar_args.get((expr, dtype))
         if v is None:
@@ -537,12 +553,15 @@ class Importer:
 
 def _copying_variant(target: Any) -> str | None:
     """``aten.slice_copy.Tensor`` for the view op ``aten.slice.Tensor`` (a result that aliases
-    an argument, read-only); None for an op that is no view. A view op with no copying variant
-    cannot be an extern call."""
+    an argument, read-only); None for an op that is no view or returns several tensors. A view
+    op with no copying variant cannot be an extern call."""
     if not isinstance(target, torch._ops.OpOverload):
         return None
     returns = target._schema.returns
     if not any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+        return None
+    if len(returns) != 1 or not isinstance(returns[0].type, torch.TensorType):
+        # ``split_copy`` and kin return views of one new buffer: the call keeps the views
         return None
     packet = f"{target._opname}_copy"
     ns = getattr(torch.ops, target.namespace)

@@ -47,9 +47,9 @@ def _same(got, want) -> None:
 
 @pytest.fixture(scope="module")
 def mutating_ops():
-    """``firtest::add_into_(Tensor(a!) dst, Tensor src) -> ()`` (``dst += src + 1``) and
-    ``firtest::sin_list(Tensor x, Tensor(a!)[] outs) -> Tensor``."""
-    lib = torch.library.Library("firtest", "DEF")
+    """``firtest_mut::add_into_(Tensor(a!) dst, Tensor src) -> ()`` (``dst += src + 1``) and
+    ``firtest_mut::sin_list(Tensor x, Tensor(a!)[] outs) -> Tensor``."""
+    lib = torch.library.Library("firtest_mut", "DEF")
     lib.define("add_into_(Tensor(a!) dst, Tensor src) -> ()")
     lib.define("sin_list(Tensor x, Tensor(a!)[] outs) -> Tensor")
 
@@ -65,7 +65,7 @@ def mutating_ops():
     lib.impl("add_into_", lambda dst, src: None, "Meta")
     lib.impl("sin_list", sin_list, "CompositeExplicitAutograd")
     lib.impl("sin_list", lambda x, outs: torch.empty_like(x), "Meta")
-    yield torch.ops.firtest
+    yield torch.ops.firtest_mut
     lib._destroy()
 
 
@@ -132,7 +132,7 @@ def test_mutating_custom_op_is_one_extern_call(mutating_ops):
     _compile(f)(torch.randn(3))
     g = COMPILED[-1].module.funcs[0]
     calls = [n for n in g.nodes if isinstance(n, ExternNode)]
-    op = [n for n in calls if n.callee == "firtest.add_into_.default"]
+    op = [n for n in calls if n.callee == "firtest_mut.add_into_.default"]
     assert len(op) == 1 and op[0].attrs["mutates"] == [0]
     assert not COMPILED[-1].report.fallbacks
 
