@@ -201,10 +201,17 @@ class CompiledGraph:
     none_outputs: tuple[int, ...] = ()
     calls: int = 0  # how many times the compiled graph ran
     _kept: list[int] | None = None  # the positions of the inputs the program takes
+    # the graph as PyTorch runs it: for a call whose computed size is not positive
+    eager: Callable[..., Any] | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         self.calls += 1
         sizes = {name: int(inputs[k]) for k, name in self.report.size_inputs.items()}
+        if self.report.computed_sizes:
+            computed = self._computed_sizes(inputs)
+            if computed is None:  # a size of 0 or less this time: PyTorch runs this call
+                return list(self.eager(list(inputs)))
+            sizes |= computed
         given = inputs
         if self.report.dropped_inputs:  # sizes come from the tensors' shapes; tokens are None
             keep = self._kept
@@ -212,12 +219,13 @@ class CompiledGraph:
                 skip = set(self.report.dropped_inputs)
                 keep = self._kept = [k for k in range(len(inputs)) if k not in skip]
             inputs = tuple([inputs[k] for k in keep])
+        scalars = self._scalars(given) if self.report.scalar_inputs else []
         if self.program is not None:  # kernels write memory; extern calls run under no_grad
             try:
                 if sizes:
-                    out = self.program(*inputs, *self.constants, sizes=sizes)
+                    out = self.program(*inputs, *self.constants, *scalars, sizes=sizes)
                 else:
-                    out = self.program(*inputs, *self.constants)
+                    out = self.program(*inputs, *self.constants, *scalars)
             except ExternCallError as e:
                 if e.__cause__ is None:
                     raise
@@ -227,7 +235,8 @@ class CompiledGraph:
             from fir.ir.interpreter import run_graph
 
             with torch.no_grad():
-                out = run_graph(self.module.funcs[0], [*inputs, *self.constants], sizes=sizes)
+                args = [*inputs, *self.constants, *scalars]
+                out = run_graph(self.module.funcs[0], args, sizes=sizes)
         if self.report.scalar_outputs:
             out = self._with_scalars(list(out), given, inputs, sizes)
         if not self.none_outputs:
@@ -237,6 +246,40 @@ class CompiledGraph:
         for k in range(len(out) + len(self.none_outputs)):
             full.append(None if k in self.none_outputs else next(results))
         return full
+
+    def _symbol_values(self, given: Sequence[Any]) -> dict[str, int]:
+        """The values of PyTorch's size symbols in this call (``ImportReport.symbol_sources``)."""
+        values: dict[str, int] = {}
+        for name, (k, dim) in self.report.symbol_sources.items():
+            x = given[k]
+            values[name] = int(x) if dim is None else int(x.shape[dim])
+        return values
+
+    def _computed_sizes(self, given: Sequence[Any]) -> dict[str, int] | None:
+        """The computed size parameters (``ImportReport.computed_sizes``) for this call; None
+        where one is not positive (FIR's sizes are), which PyTorch then runs."""
+        from .sizes import evaluate_torch_expr
+
+        values = self._symbol_values(given)
+        out = {}
+        for name, expr in self.report.computed_sizes.items():
+            v = evaluate_torch_expr(expr, values)
+            if not isinstance(v, int) or v < 1 or self.eager is None:
+                return None
+            out[name] = v
+        return out
+
+    def _scalars(self, given: Sequence[Any]) -> list[torch.Tensor]:
+        """The 0-d arguments of the numbers the graph computes from its inputs
+        (``ImportReport.scalar_inputs``), evaluated for this call."""
+        from .sizes import evaluate_torch_expr
+
+        values = self._symbol_values(given)
+        device = self.program.alloc_device if self.program is not None else "cpu"
+        return [
+            torch.tensor(evaluate_torch_expr(expr, values), dtype=dtype.to_torch(), device=device)
+            for expr, dtype in self.report.scalar_inputs
+        ]
 
     def _with_scalars(
         self,
@@ -583,6 +626,8 @@ def _compile_or_fall_back(
             name=compiled.name,
         )
         return make_boxed_func(fx_gm.forward)
+
+    compiled.eager = fx_gm.forward
 
     def run(args: list[Any]) -> list[Any]:
         return compiled(*args)

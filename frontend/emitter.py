@@ -155,6 +155,14 @@ class Emitter:
             return v
         return self.op("cast", [v], TensorType(dtype, v.type.shape), hint="cast")
 
+    def symbolic(self, x: Any) -> Value | Literal:
+        """A symbolic number (``SymInt``, ``SymFloat``) used as a value: the 0-d argument the
+        importer makes for it (its value computed from the call's inputs), or a literal."""
+        make = getattr(self.importer, "scalar_argument", None)
+        if make is None:
+            raise Fallback("symbolic scalar argument")
+        return make(x)
+
     def literal(self, x: Any) -> Literal:
         if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
             raise Fallback("symbolic scalar argument")

@@ -30,6 +30,7 @@ import torch.fx
 from fir.ir.dtypes import DType
 from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
+from fir.ir.types import TensorType
 
 from .aten import CONVERTERS
 from .aten.collectives import TOKEN_TYPE, effect_extern
@@ -56,6 +57,16 @@ class ImportReport:
     # argument returned as it is (``("input", k)``), a constant (``("value", v)``), or a size
     # computed from the sizes (``("size", expr)``); the compiled call puts them back
     scalar_outputs: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    # where the value of each of PyTorch's size symbols is in a call's inputs: (position, None)
+    # for an int input, (position, dim) for a dimension of a tensor input
+    symbol_sources: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # the 0-d tensor arguments that follow the constants: numbers the graph computes from its
+    # int inputs and uses as values (``x * i``, ``x + round(i / 2, 1)``), each PyTorch's
+    # expression of them and its dtype; the compiled call evaluates them (any sign is fine)
+    scalar_inputs: list[tuple[Any, DType]] = field(default_factory=list)
+    # size parameters computed from the inputs at each call (FIR name -> PyTorch's expression):
+    # sizes FIR's index forms cannot write (``x[:round(i / 2 + 1)]``)
+    computed_sizes: dict[str, Any] = field(default_factory=dict)
 
     def merge(self, other: ImportReport) -> None:
         self.imported.update(other.imported)
@@ -120,6 +131,9 @@ class Importer:
         self.placeholders: list[torch.fx.Node] = []
         # size symbols known when the graph runs: plain dimensions of tensor inputs, size inputs
         self.bindable: set[Any] = set()
+        # the 0-d arguments of symbolic numbers, by PyTorch's expression and dtype
+        self.scalar_args: dict[tuple[Any, DType], Value] = {}
+        self.unbacked_origin: dict[str, str] = {}  # data-dependent symbol -> the op making it
 
     def value_name(self, fx_name: str) -> str:
         return _sanitize(fx_name)
@@ -133,7 +147,19 @@ class Importer:
         return name
 
     def run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None) -> Graph:
+        from .sizes import COMPUTED_SIZES
+
+        token = COMPUTED_SIZES.set(self.computed_size)
+        try:
+            return self._run(gm, example_inputs)
+        finally:
+            COMPUTED_SIZES.reset(token)
+
+    def _run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> Graph:
         placeholders = self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for n in gm.graph.nodes:  # the ops that make data-dependent sizes (``u0``)
+            for sym in n.meta.get("unbacked_bindings") or {}:
+                self.unbacked_origin.setdefault(str(sym), target_name(n.target))
         sizes: list[tuple[int, torch.fx.Node]] = []
         for k, n in enumerate(placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
@@ -163,6 +189,7 @@ class Importer:
             v = Value(self.unique(self.value_name(n.name)), tensor_type(val, keep_layout=True))
             self.graph.args.append(v)
             self.values[n] = v
+        self._symbol_sources()
         self._check_size_inputs(sizes)
         for n in gm.graph.nodes:
             if n.op == "placeholder":
@@ -183,7 +210,76 @@ class Importer:
                 raise UnsupportedError(
                     f"FX node {n.name} ({n.op}) is not supported; import an aten-level graph"
                 )
+        # after the constants: the call passes the inputs, the constants, then these
+        self.graph.args.extend(self.scalar_args.values())
         return self.graph
+
+    def _symbol_sources(self) -> None:
+        """Where each of PyTorch's plain size symbols is found in a call's inputs."""
+        sources = self.report.symbol_sources
+        for k, n in enumerate(self.placeholders):
+            val = n.meta.get("val", n.meta.get("example_value"))
+            if isinstance(val, torch.SymInt):
+                expr = val.node.expr
+                if getattr(expr, "is_Symbol", False):
+                    sources.setdefault(expr.name, (k, None))
+            elif isinstance(val, torch.Tensor):
+                for d, size in enumerate(val.shape):
+                    expr = size.node.expr if isinstance(size, torch.SymInt) else None
+                    if getattr(expr, "is_Symbol", False):
+                        sources.setdefault(expr.name, (k, d))
+
+    def data_dependent(self, symbol: str, what: str = "size") -> str:
+        """Why a size (or number) that depends on the data stops the import, naming the op
+        that produces it."""
+        origin = self.unbacked_origin.get(symbol)
+        source = f" (from {origin})" if origin else ""
+        return (
+            f"data-dependent {what} {symbol}{source}: FIR compiles sizes known before the call "
+            "(the inputs' shapes and int arguments); PyTorch runs this graph"
+        )
+
+    def computed_size(self, expr: Any) -> Any:
+        """A size parameter ``dN`` whose value the compiled call computes from its inputs
+        (``report.computed_sizes``); None where the inputs do not determine ``expr``."""
+        from fir.ir.symbolic import size_symbol
+
+        from .sizes import UnsupportedSize
+
+        unknown = sorted(
+            s.name for s in expr.free_symbols if s.name not in self.report.symbol_sources
+        )
+        if unknown:
+            raise UnsupportedSize(self.data_dependent(unknown[0]))
+        for name, known in self.report.computed_sizes.items():
+            if known == expr:
+                return size_symbol(name)
+        name = f"d{len(self.report.computed_sizes)}"
+        sym = size_symbol(name)
+        self.report.computed_sizes[name] = expr
+        self.graph.size_params.append(sym)
+        self.bindable.add(sym)
+        return sym
+
+    def scalar_argument(self, x: Any) -> Value | Literal:
+        """A symbolic number used as a value (an operand of a tensor op): a 0-d argument the
+        compiled call computes from the inputs (``report.scalar_inputs``), or a literal."""
+        expr = x.node.expr
+        floating = isinstance(x, torch.SymFloat)
+        if getattr(expr, "is_number", False):
+            return Literal(float(expr) if floating else int(expr))
+        unknown = sorted(
+            s.name for s in expr.free_symbols if s.name not in self.report.symbol_sources
+        )
+        if unknown:
+            raise Fallback(self.data_dependent(unknown[0], "number"))
+        dtype = DType.F64 if floating else DType.I64
+        v = self.scalar_args.get((expr, dtype))
+        if v is None:
+            v = Value(self.unique(f"scalar{len(self.scalar_args)}"), TensorType(dtype, ()))
+            self.scalar_args[(expr, dtype)] = v
+            self.report.scalar_inputs.append((expr, dtype))
+        return v
 
     def token(self, n: torch.fx.Node) -> Value:
         """An effect token: an empty tensor made in the graph (AOTAutograd passes None)."""
@@ -214,19 +310,21 @@ class Importer:
             low = _lower_bound(self.values[n])
             if size not in known and (low is None or low < 1):
                 # FIR's size symbols are positive: an int argument that may be zero or negative
-                # (``x * i`` with any int ``i``) is no size
-                lowest = "has no lower bound" if low is None else f"can be {low}"
-                raise UnsupportedError(
-                    f"int input {n.name} ({size}) may be zero or negative (it {lowest}), and "
-                    "FIR takes int inputs as sizes, which are positive"
-                )
+                # (``x * i`` with any int ``i``) is no size but a number, which the program
+                # takes as a 0-d argument where it uses it (``scalar_argument``)
+                continue
             self.report.size_inputs[k] = size.name
             self.bindable.add(size)
             if size not in in_types:  # a size parameter of the function (``sizes (s1)``)
                 self.graph.size_params.append(size)
             known.add(size)
         for _, n in sizes:
-            size = size_value(self.values[n])
+            try:
+                size = size_value(self.values[n])
+            except UnsupportedError:
+                continue  # an int input of any sign: no size (see above)
+            if isinstance(size, sympy.Symbol) and size not in known:
+                continue
             missing = getattr(size, "free_symbols", set()) - known
             if missing:
                 raise UnsupportedError(
@@ -302,10 +400,12 @@ class Importer:
             return
         name = target_name(n.target)
         val = n.meta.get("val")
-        if isinstance(val, (torch.SymInt, torch.SymBool)):
-            # a size query (aten.sym_size.int) or size arithmetic under dynamic shapes: keep
-            # the symbolic value; converters read sizes from the result types anyway, and an
-            # assertion on sizes is decided here if it can be
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            # a size query (aten.sym_size.int) or arithmetic on sizes and int inputs under
+            # dynamic shapes (``operator.truediv``, ``round``): keep the symbolic value;
+            # converters read sizes from the result types, a number used as a value becomes a
+            # 0-d argument (``scalar_argument``), and an assertion on sizes is decided here if
+            # it can be
             self.values[n] = val
             return
         if name in ASSERTIONS:
@@ -418,6 +518,12 @@ class Importer:
                 )
         if not kept:
             raise UnsupportedError(f"{n.name}: {name} returns no tensor")
+        copy = _copying_variant(n.target)
+        if copy is not None:
+            # a view op: its result would share an argument's memory, which FIR's buffers
+            # never do (a later in-place write would reach the argument); its ``_copy``
+            # variant returns the same values in memory of their own
+            name = copy
         node = ExternNode(
             results=[],
             callee=name,
@@ -430,7 +536,7 @@ class Importer:
         node.results = [
             Value(
                 self.unique(base if k == 0 else f"{base}_{k}"),
-                tensor_type(vals[k], keep_layout=True),
+                tensor_type(vals[k], keep_layout=copy is None),
                 node,
                 j,
             )
@@ -443,6 +549,29 @@ class Importer:
         self.values[n] = (
             [by_position.get(k, v) for k, v in enumerate(vals)] if multi else node.results[0]
         )
+
+
+def _copying_variant(target: Any) -> str | None:
+    """``aten.slice_copy.Tensor`` for the view op ``aten.slice.Tensor`` (a result that aliases
+    an argument, read-only); None for an op that is no view or returns several tensors. A view
+    op with no copying variant cannot be an extern call."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    returns = target._schema.returns
+    if not any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+        return None
+    if len(returns) != 1 or not isinstance(returns[0].type, torch.TensorType):
+        # ``split_copy`` and kin return views of one new buffer: the call keeps the views
+        return None
+    packet = f"{target._opname}_copy"
+    ns = getattr(torch.ops, target.namespace)
+    variant = getattr(getattr(ns, packet, None), target._overloadname, None)
+    if not isinstance(variant, torch._ops.OpOverload):
+        raise UnsupportedError(
+            f"{target} is a view op with no copying variant; FIR cannot call it as an extern "
+            "(its result would share memory with its argument)"
+        )
+    return str(variant)
 
 
 def _extern_arg(a: Any, op: str) -> Any:

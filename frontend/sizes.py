@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import sympy
@@ -33,6 +34,16 @@ class UnsupportedSize(Exception):
 
 # a backed size symbol of the shape environment (``s0``, ``s77``); ``u0`` is data-dependent
 SIZE_NAME = re.compile(r"s\d+")
+
+# While a graph is imported: the importer's maker of *computed sizes*. A size FIR's index
+# forms cannot write (``RoundToInt(IntTrueDiv(s77, 2) + 1.0)`` of ``x[:round(i / 2 + 1)]``) but
+# that the call's inputs determine becomes a size parameter of the function whose value the
+# compiled call evaluates; the maker returns None where the inputs do not determine it.
+COMPUTED_SIZES: ContextVar[Callable[[sympy.Basic], sympy.Expr | None] | None] = ContextVar(
+    "fir_computed_sizes", default=None
+)
+# PyTorch's int-valued functions of a float: of an ``IntTrueDiv``, floor divisions
+_INT_OF_FLOAT = ("TruncToInt", "FloorToInt", "CeilToInt", "RoundToInt")
 
 
 def to_fir_expr(
@@ -57,6 +68,14 @@ class _Converter:
     def __init__(self, symbol: Callable[[sympy.Symbol], sympy.Expr], whole: Any) -> None:
         self.symbol = symbol
         self.whole = whole
+        self.computed = COMPUTED_SIZES.get()
+
+    def compute(self, e: sympy.Basic, error: UnsupportedSize) -> sympy.Expr:
+        """``e`` as a computed size (see ``COMPUTED_SIZES``), else ``error``."""
+        s = self.computed(e) if self.computed is not None else None
+        if s is None:
+            raise error
+        return s
 
     def fail(self, why: str) -> UnsupportedSize:
         return UnsupportedSize(f"size {self.whole}: {why}")
@@ -65,10 +84,20 @@ class _Converter:
         if isinstance(e, sympy.Integer):
             return e
         if isinstance(e, sympy.Symbol):
-            return self.symbol(e)
+            try:
+                return self.symbol(e)
+            except UnsupportedSize as error:
+                return self.compute(e, error)
         if isinstance(e, sympy.Rational) or e.is_Number:
             raise self.fail(f"{e} is not an integer")
         name = type(e).__name__
+        if name in _INT_OF_FLOAT:
+            try:
+                if name != "RoundToInt" and type(e.args[0]).__name__ == "IntTrueDiv":
+                    return self.int_of_division(name, e.args[0])
+                raise self.fail(f"{name} has no FIR index form")
+            except UnsupportedSize as error:
+                return self.compute(e, error)
         args = [self.go(a) for a in e.args] if name != "Identity" else []
         if isinstance(e, sympy.Add):
             return sympy.Add(*args)
@@ -91,6 +120,17 @@ class _Converter:
         if name == "Min" or isinstance(e, sympy.Min):
             return sympy.Min(*args)
         raise self.fail(f"{name} has no FIR index form")
+
+    def int_of_division(self, name: str, div: sympy.Basic) -> sympy.Expr:
+        """``int(a / b)``, ``math.floor(a / b)``, ``math.ceil(a / b)`` of ints as a floor
+        division (``x.view(int(x.shape[0] / 6), 6)``); truncation is flooring where ``a / b``
+        is not negative."""
+        a, b = self.divisor(self.go(div.args[0]), self.go(div.args[1]))
+        if name == "CeilToInt":
+            return FloorDiv(a + b - 1, b)
+        if name == "TruncToInt" and a.is_nonnegative is not True:
+            raise self.fail(f"int({div}) of a quotient that may be negative")
+        return FloorDiv(a, b)
 
     def power(self, e: sympy.Basic, args: list[sympy.Expr]) -> sympy.Expr:
         base, exp = args
@@ -116,3 +156,21 @@ class _Converter:
         if b.is_positive is not True:
             raise self.fail(f"remainder by {b}, which may not be positive")
         return Modulo(a, b)
+
+
+def evaluate_torch_expr(expr: Any, values: dict[str, int]) -> int | float:
+    """The value of one of PyTorch's symbolic numbers (``RoundDecimal(123.4567*IntTrueDiv(s77,
+    2), 1)``) for the symbols' values of one call: PyTorch's own sympy functions compute it
+    as Python does. Raises :class:`UnsupportedSize` where a symbol has no value or the result
+    is no number."""
+    if isinstance(expr, (int, float)):
+        return expr
+    missing = sorted(s.name for s in expr.free_symbols if s.name not in values)
+    if missing:
+        raise UnsupportedSize(f"{expr}: no value for {', '.join(missing)}")
+    out = expr.xreplace({s: sympy.Integer(values[s.name]) for s in expr.free_symbols})
+    if out.is_Integer:
+        return int(out)
+    if out.is_Number:
+        return float(out)
+    raise UnsupportedSize(f"{expr} evaluates to {out}, not a number")

@@ -242,3 +242,22 @@ def call_failed(node: Any, callee: str, e: BaseException) -> ExternCallError:
 IN_PLACE_VARIANTS: dict[str, str] = {
     "_c10d_functional.all_reduce.default": "_c10d_functional.all_reduce_.default",
 }
+
+
+def mutated_arguments(node: Any) -> list[Any]:
+    """The tensors an extern call writes in place: the arguments at its ``mutates`` positions,
+    each a value or a list of values (a ``Tensor(a!)[]`` argument: every tensor in it)."""
+    from .graph import Value
+
+    positions = node.attrs.get("mutates")
+    if not isinstance(positions, list):
+        return []
+    out: list[Any] = []
+    for k in positions:
+        if not isinstance(k, int) or not 0 <= k < len(node.args):
+            continue
+        a = node.args[k]
+        for v in a if isinstance(a, list) else [a]:
+            if isinstance(v, Value) and v not in out:
+                out.append(v)
+    return out

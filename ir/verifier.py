@@ -365,7 +365,12 @@ class _GraphVerifier:
             if not isinstance(mutates, list) or not all(_is_int(k) for k in mutates):
                 raise self.error("'mutates' must be a list of argument positions", n.loc, n)
             for k in mutates:
-                if not (0 <= k < len(n.args) and isinstance(n.args[k], Value)):
+                a = n.args[k] if 0 <= k < len(n.args) else None
+                # a tensor, or a list of tensors (``Tensor(a!)[]``: each one is written)
+                if not (
+                    isinstance(a, Value)
+                    or (isinstance(a, list) and a and all(isinstance(x, Value) for x in a))
+                ):
                     raise self.error(
                         f"'mutates' names argument {k}, which is not a tensor argument", n.loc, n
                     )

@@ -128,15 +128,15 @@ def test_storage_offset_input():
             assert torch.equal(opt(x[start:]), x[start + 16 : start + 32])
 
 
-def test_int_that_may_be_negative_falls_back_with_reason():
-    """``x * i`` with an int ``i`` of any sign: FIR's sizes are positive, so the graph runs with
-    PyTorch, saying why."""
+def test_int_that_may_be_negative_is_a_number():
+    """``x * i`` with an int ``i`` of any sign: no size (FIR's sizes are positive) but a 0-d
+    argument of the program (tests/test_fallbacks_removed.py has more)."""
 
     def fn(x, i):
         return x * i
 
     opt = _compile(fn, dynamic=True)
-    with pytest.warns(UserWarning, match="may be zero or negative"):
+    with _no_fallback():
         assert torch.equal(opt(torch.ones(3), -7), torch.full((3,), -7.0))
 
 

@@ -22,6 +22,8 @@ loads every family:
 - :mod:`.normalization`: layer, RMS, batch and group norm;
 - :mod:`.losses`: NLL, cross entropy, MSE, Huber, BCE …;
 - :mod:`.collectives`: functional collectives (``_c10d_functional.*``) as ordered extern calls;
+- :mod:`.higher_order`: ``auto_functionalized_v2`` (a custom op that writes its arguments) as
+  copies of the bases and one extern call of the op;
 - :mod:`.backward`: the ops of backward graphs (activation and layer-norm gradients, NLL's,
   slices placed back into zeros, the embedding's scatter-add).
 
@@ -39,6 +41,7 @@ from . import (
     backward,
     collectives,
     creation,
+    higher_order,
     indexing,
     linalg,
     losses,
@@ -56,6 +59,7 @@ __all__ = [
     "backward",
     "collectives",
     "creation",
+    "higher_order",
     "indexing",
     "linalg",
     "losses",

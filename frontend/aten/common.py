@@ -26,6 +26,13 @@ def _tensor(x: Any, what: str = "operand") -> Value:
 
 
 def _operand(em: Emitter, x: Any, dtype: DType) -> Value | Literal:
+    if isinstance(x, torch.SymInt | torch.SymFloat):
+        if dtype in (DType.F16, DType.BF16):
+            # ATen computes with the number in f32; a cast of it to the result dtype rounds it
+            raise Fallback(f"a symbolic number with a {dtype} computation")
+        x = em.symbolic(x)  # a 0-d argument (or a literal, for a number known here)
+        if isinstance(x, Value) and x.type.dtype.is_float and not dtype.is_float:
+            raise Fallback("float scalar with an integer computation")
     if isinstance(x, Value):
         return em.cast(x, dtype)
     lit = em.literal(x)
@@ -42,6 +49,8 @@ def _promoted(*xs: Any) -> DType:
             probes.append(torch.empty((0,) * x.type.rank, dtype=x.type.dtype.to_torch()))
         elif isinstance(x, bool | int | float):
             probes.append(x)
+        elif isinstance(x, torch.SymInt | torch.SymFloat):
+            probes.append(1.0 if isinstance(x, torch.SymFloat) else 1)  # a number's kind
         else:
             raise Fallback(f"operand {x!r} is not a tensor or a number")
     if len(probes) == 1:

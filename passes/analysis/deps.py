@@ -36,6 +36,7 @@ from typing import Any
 from fir.ir.deps import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
+from fir.ir.externs import mutated_arguments
 from fir.ir.graph import (
     AliasNode,
     ExternNode,
@@ -135,14 +136,7 @@ def mutated_values(n: Node) -> list[Value]:
     """The arguments an extern call writes in place (its ``mutates`` positions)."""
     if not isinstance(n, ExternNode):
         return []
-    positions = n.attrs.get("mutates")
-    if not isinstance(positions, list):
-        return []
-    out = []
-    for k in positions:
-        if isinstance(k, int) and 0 <= k < len(n.args) and isinstance(n.args[k], Value):
-            out.append(n.args[k])
-    return _unique_values(out)
+    return _unique_values(mutated_arguments(n))
 
 
 def effect_of(n: Node) -> str | None:

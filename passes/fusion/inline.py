@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fir.ir.externs import mutated_arguments
 from fir.ir.graph import (
     AliasNode,
     BodyValue,
@@ -23,6 +24,7 @@ from fir.ir.graph import (
     Module,
     Node,
     Value,
+    alias_root,
 )
 from fir.ir.symbolic import free_symbols, is_indirect
 
@@ -68,11 +70,13 @@ class _Mutation:
 def _mutations(g: Graph) -> dict[int, list[_Mutation]]:
     out: dict[int, list[_Mutation]] = {}
     for position, n in enumerate(g.nodes):
-        if isinstance(n, ExternNode) and isinstance(n.attrs.get("mutates"), list):
-            for k in n.attrs["mutates"]:
-                if isinstance(k, int) and 0 <= k < len(n.args) and isinstance(n.args[k], Value):
-                    v = n.args[k]
-                    out.setdefault(id(v), []).append(_Mutation(position, n, v))
+        if isinstance(n, ExternNode):
+            for v in mutated_arguments(n):
+                # a write through a view is a write of its root, which loop nodes load
+                out.setdefault(id(v), []).append(_Mutation(position, n, v))
+                root = alias_root(v)
+                if root is not v:
+                    out.setdefault(id(root), []).append(_Mutation(position, n, v))
     return out
 
 
