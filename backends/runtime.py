@@ -171,6 +171,11 @@ class CompiledProgram:
             if out is not None:
                 return out
         sizes = self._bind(inputs)
+        if self.plan.bounds is not None:  # every access inside its buffer at these sizes
+            failure = self.plan.bounds(sizes)
+            if failure is not None:
+                cls = RuntimeInputError if failure.kind in ("input", "size") else KernelIndexError
+                raise cls(failure.message, failure.loc)
         run = _Call(self, sizes)
         for b, x in zip(self.plan.inputs, inputs):
             run.adopt_input(b, x)
