@@ -23,8 +23,9 @@ values (:class:`BoundsCheck`): the cost of a call is that function, never a pass
 A program without size symbols is checked at once (a :class:`~.kernel.PlanError` naming the
 node); one with size symbols at each call, by the runtime, which raises what it returns.
 
-A masked load is not checked: where its mask is false it touches no memory, and the mask is
-data.
+A store needs no check: it writes where its node's result layout puts each element, inside
+the result's storage by construction. A masked load is not checked: where its mask is false it
+touches no memory, and the mask is data.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from fir.ir.graph import AliasNode, BodyOp, Graph, LoopNode, Value, alias_root
 from fir.ir.printer import body_op_str
 from fir.ir.symbolic import FloorDiv, Modulo, indirect_symbol
 from fir.ir.types import Dim, TensorType, dim_str
+
+from .kernel import PlanError
 
 INT64_MAX = 2**63 - 1
 EXACT_POINTS = 1 << 22  # the largest box an inexact bound is checked on point by point
@@ -75,7 +78,6 @@ class BoundsCheck:
 
     sizes: list[str]
     items: list[_Item] = field(default_factory=list)
-    unchecked: list[str] = field(default_factory=list)  # accesses it could not write a check for
     source: str = ""
     fn: Callable[..., Any] | None = None
 
@@ -103,23 +105,32 @@ class BoundsCheck:
 
 
 def program_checks(g: Graph, buffers: Mapping[str, Any], sizes: Sequence[str]) -> BoundsCheck:
-    """The checks of ``g`` (its plan's ``buffers``: a load of a buffer the plan keeps in no
-    storage, a kernel-local one, reads no memory); ``sizes``: its size symbols, in the order the
-    check takes their values."""
+    """The checks of ``g``. ``buffers``: its plan's (:class:`~.program.Buffer` by name; a
+    load of a buffer the plan keeps in no storage, a kernel-local one, reads no memory);
+    ``sizes``: its size symbols, in the order the check takes their values. An expression no
+    check can be written for is a :class:`~.kernel.PlanError` (never an unchecked access)."""
     w = _Writer(list(sizes))
     for n in g.nodes:
         if isinstance(n, LoopNode) and n.reduction in EMPTY_KINDS:
-            w.empty(n)
+            _located(n, lambda n=n: w.empty(n))
     w.positive()
     for a in g.args:
-        w.too_big(a.type, f"argument %{a.name}", g.loc)
+        _located(g, lambda a=a: w.too_big(a.type, f"argument %{a.name}", g.loc))
     for n in g.nodes:
         if isinstance(n, LoopNode) and n.body is not None:
-            w.loop(n, buffers)
+            _located(n, lambda n=n: w.loop(n, buffers))
         elif isinstance(n, AliasNode) and n.base is not None:
-            w.view(n)
-    w.in_place(g, buffers)
+            _located(n, lambda n=n: w.view(n))
+    _located(g, lambda: w.in_place(g, buffers))
     return w.finish()
+
+
+def _located(where: Any, check: Callable[[], None]) -> None:
+    try:
+        check()
+    except _Unsupported as e:
+        name = _node_name(where) if hasattr(where, "results") else f"@{where.name}"
+        raise PlanError(f"{name}: no bounds check can be written for {e}", where.loc) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,11 +213,7 @@ class _Writer:
                 f"non-zero size' (the reduction loops {loops} run {value} times)"
             )
 
-        try:
-            code = self.py(count)
-        except _Unsupported:
-            self.check.unchecked.append(f"{_node_name(n)}: its reduction's size")
-            return
+        code = self.py(count)
         k = self.add(_Item("empty", _node_name(n), n.loc, describe))
         self.lines += [
             "    try:",
@@ -239,11 +246,7 @@ class _Writer:
                 "bytes: more than an int64 counts"
             )
 
-        try:
-            code = self.py(size)
-        except _Unsupported:
-            self.check.unchecked.append(f"{what}: its storage size")
-            return
+        code = self.py(size)
         k = self.add(_Item("size", "", loc, describe))
         self.lines.append(f"    t = {code}")
         self.lines.append(f"    if t * {t.dtype.itemsize} > {INT64_MAX}: return ({k}, t)")
@@ -260,12 +263,9 @@ class _Writer:
             def describe(value: int) -> str:
                 return f"its loops ({loops}) run {value} times: more than an int64 counts"
 
-            try:
-                code = self.py(count)
-                k = self.add(_Item("size", name, n.loc, describe))
-                self.lines.append(f"    if {code} > {INT64_MAX}: return ({k}, {code})")
-            except _Unsupported:
-                self.check.unchecked.append(f"{name}: its iteration count")
+            code = self.py(count)
+            k = self.add(_Item("size", name, n.loc, describe))
+            self.lines.append(f"    if {code} > {INT64_MAX}: return ({k}, {code})")
         bounds: dict[sympy.Symbol, Dim] = {}
         assert n.body is not None
         for op in n.body.ops:
@@ -279,16 +279,13 @@ class _Writer:
                 and op.buffer is not None
                 and op.buffer.name in buffers
             ):
-                self.load(n, op, ranges, bounds)
+                self.load(n, op, ranges, bounds, buffers)
 
     def bound_fits(self, n: LoopNode, op: BodyOp) -> None:
         def describe(value: int) -> str:
             return f"the bound {value} is more than an int64 holds"
 
-        try:
-            code = self.py(op.bound)
-        except _Unsupported:
-            return
+        code = self.py(op.bound)
         k = self.add(_Item("size", f"{_node_name(n)}: {_op_name(op)}", op.loc or n.loc, describe))
         self.lines.append(f"    if {code} > {INT64_MAX}: return ({k}, {code})")
 
@@ -298,6 +295,7 @@ class _Writer:
         op: BodyOp,
         ranges: dict[sympy.Symbol, Dim],
         bounds: dict[sympy.Symbol, Dim],
+        buffers: Mapping[str, Any],
     ) -> None:
         assert op.buffer is not None and op.index is not None
         buf = op.buffer
@@ -310,7 +308,9 @@ class _Writer:
                 if s in bounds:
                     box[s] = bounds[s]
                     used.append(s)
-        elements = buf.type.storage_size()
+        held = buffers[buf.name]  # a view reads its root's storage: the interpreter's bound
+        root = buffers.get(held.alias_of, held) if held.alias_of is not None else held
+        elements = root.type.storage_size()
         static = isinstance(elements, int) and all(isinstance(d, int) for d in box.values())
         if static and not used and not isinstance(index, int) and not index.free_symbols - set(box):
             return  # the verifier bounded it (an index affine in loops of known sizes)
@@ -324,13 +324,9 @@ class _Writer:
                 f"element(s) (%{buf.name}: {buf.type})"
             )
 
-        try:
-            lines, exact = self.index_range(index, box)
-            nonempty = " and ".join(f"{self.py(d)} >= 1" for d in box.values()) or "True"
-            size_code = self.py(elements)
-        except _Unsupported:
-            self.check.unchecked.append(where)
-            return
+        lines, exact = self.index_range(index, box)
+        nonempty = " and ".join(f"{self.py(d)} >= 1" for d in box.values()) or "True"
+        size_code = self.py(elements)
         k = self.add(
             _Item("index", where, op.loc or n.loc, describe, None if exact else (index, box))
         )
@@ -392,17 +388,13 @@ class _Writer:
                 f"{elements} element(s)"
             )
 
-        try:
-            nonempty = " and ".join(f"{self.py(d)} >= 1" for d, _ in dims) or "True"
-            lines = [f"lo = hi = {self.py(t.offset)}"]
-            for d, s in dims:
-                lines.append(f"t = ({self.py(d)} - 1) * {self.py(s)}")
-                lines.append("if t < 0: lo += t")
-                lines.append("else: hi += t")
-            size_code = self.py(size)
-        except _Unsupported:
-            self.check.unchecked.append(where)
-            return
+        nonempty = " and ".join(f"{self.py(d)} >= 1" for d, _ in dims) or "True"
+        lines = [f"lo = hi = {self.py(t.offset)}"]
+        for d, s in dims:
+            lines.append(f"t = ({self.py(d)} - 1) * {self.py(s)}")
+            lines.append("if t < 0: lo += t")
+            lines.append("else: hi += t")
+        size_code = self.py(size)
         k = self.add(_Item("index", where, n.loc, describe))
         self.lines.append(f"    if {nonempty}:")
         self.lines += ["        " + ln for ln in lines]
@@ -426,11 +418,7 @@ class _Writer:
                     f"({a.type}): it needs {need} element(s), the argument holds {have}"
                 )
 
-            try:
-                code_need, code_have = self.py(need), self.py(have)
-            except _Unsupported:
-                self.check.unchecked.append(f"%{b.name} in place of %{a.name}")
-                continue
+            code_need, code_have = self.py(need), self.py(have)
             owner = next((v for v in _values(g) if v.name == b.name), None)
             loc = owner.owner.loc if owner is not None and owner.owner is not None else None
             k = self.add(_Item("index", "", loc, describe))
