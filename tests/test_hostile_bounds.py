@@ -105,6 +105,36 @@ def test_an_in_range_symbolic_program_still_runs() -> None:
         torch.testing.assert_close(y, x.flip(0))
 
 
+DIVMOD = """\
+func @f(%x: f32[s0]) -> (f32[s0]) {
+  %y = pointwise : f32[s0] over (i0 < s0) {
+    %0 = load %x[4*floordiv(i0, 4) + mod(i0 + SHIFT, 4)]
+    yield %0
+  }
+  return %y
+}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_floordiv_and_mod_indices_are_bounded_without_false_alarms(backend: str) -> None:
+    # interval arithmetic bounds 4*floordiv(i0, 4) + mod(i0, 4) by 4*((s0 - 1) // 4) + 3, past
+    # s0 = 5's storage; the exact range over the loop says it is i0 itself: it runs
+    x = torch.randn(5)
+    (y,) = compile_function(graph(DIVMOD.replace("SHIFT", "0")), backend)(x)
+    torch.testing.assert_close(y, x)
+    # shifted, element 4 reads element 5 (4 + 1): refused as the interpreter refuses it
+    shifted = graph(DIVMOD.replace("SHIFT", "1"))
+    with pytest.raises(
+        KernelIndexError, match=r"reads elements \[0, 5\], outside its storage of 5"
+    ):
+        compile_function(shifted, backend)(x)
+    with pytest.raises(IndexError, match="reads element 5"):
+        run_graph(shifted, [x])
+    (y,) = compile_function(shifted, backend)(torch.arange(8.0))  # in range at s0 = 8
+    assert y.tolist() == [1.0, 2.0, 3.0, 0.0, 5.0, 6.0, 7.0, 4.0]
+
+
 # ---------------------------------------------------------------------------------------------
 # An indirect index whose declared bound is past the buffer it reads
 

@@ -80,6 +80,11 @@ class BoundsCheck:
     items: list[_Item] = field(default_factory=list)
     source: str = ""
     fn: Callable[..., Any] | None = None
+    # exact ranges already evaluated, by item and size values: a call at the same sizes again
+    # does not walk the box again
+    exact_ranges: dict[tuple[int, tuple[int, ...]], tuple[int, int] | None] = field(
+        default_factory=dict
+    )
 
     def __call__(self, values: Mapping[str, int]) -> Failure | None:
         """The first failed check at these size values, or None."""
@@ -98,10 +103,16 @@ class BoundsCheck:
     def exact(self, k: int, args: tuple[int, ...]) -> tuple[int, int] | None:
         """The exact range of item ``k``'s index at these size values, evaluated over its box
         (None where the box has too many points)."""
+        key = (k, args)
+        if key in self.exact_ranges:
+            return self.exact_ranges[key]
         item = self.items[k]
         assert item.exact is not None
         index, ranges = item.exact
-        return _exact_range(index, ranges, dict(zip(self.sizes, args)))
+        got = _exact_range(index, ranges, dict(zip(self.sizes, args)))
+        if len(self.exact_ranges) < 4096:
+            self.exact_ranges[key] = got
+        return got
 
 
 def program_checks(g: Graph, buffers: Mapping[str, Any], sizes: Sequence[str]) -> BoundsCheck:
@@ -333,11 +344,16 @@ class _Writer:
         self.lines.append(f"    if {nonempty}:")
         self.lines += ["        " + ln for ln in lines]
         self.lines.append(f"        n = {size_code}")
-        test = "lo < 0 or hi >= n"
-        if not exact:
-            args = ", ".join(self.names.values())
-            test = f"({test}) and not _fits(self.exact({k}, ({args}{',' if args else ''})), n)"
-        self.lines.append(f"        if {test}: return ({k}, lo, hi, n)")
+        if exact:
+            self.lines.append(f"        if lo < 0 or hi >= n: return ({k}, lo, hi, n)")
+            return
+        # a wider bound than the index reaches, maybe: its exact range over the box decides
+        args = ", ".join(self.names.values()) + ("," if len(self.names) == 1 else "")
+        self.lines += [
+            "        if lo < 0 or hi >= n:",
+            f"            e = self.exact({k}, ({args}))",
+            f"            if e is None or e[0] < 0 or e[1] >= n: return ({k}, *(e or (lo, hi)), n)",
+        ]
 
     def index_range(self, index: Any, box: Mapping[sympy.Symbol, Dim]) -> tuple[list[str], bool]:
         """Lines that set ``lo`` and ``hi`` to the range of ``index`` over ``box``; whether
@@ -475,10 +491,6 @@ def _max(*xs: tuple[int, int]) -> tuple[int, int]:
     return max(x[0] for x in xs), max(x[1] for x in xs)
 
 
-def _fits(exact: tuple[int, int] | None, n: int) -> bool:
-    return exact is not None and exact[0] >= 0 and exact[1] < n
-
-
 _HELPERS: dict[str, Any] = {
     "_add": _add,
     "_mul": _mul,
@@ -486,7 +498,6 @@ _HELPERS: dict[str, Any] = {
     "_mod": _mod,
     "_min": _min,
     "_max": _max,
-    "_fits": _fits,
 }
 
 
