@@ -180,6 +180,11 @@ class CompiledProgram:
             if out is not None:
                 return out
         bound = self._bind(inputs, sizes or {})
+        if self.plan.bounds is not None:  # every access inside its buffer at these sizes
+            failure = self.plan.bounds(bound)
+            if failure is not None:
+                cls = RuntimeInputError if failure.kind in ("input", "size") else KernelIndexError
+                raise cls(failure.message, failure.loc)
         run = _Call(self, bound)
         for b, x in zip(self.plan.inputs, inputs):
             run.adopt_input(b, x)

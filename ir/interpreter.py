@@ -456,6 +456,8 @@ class _Run:
             self.values[a] = x
 
     def _bind(self, sym: sympy.Symbol, actual: int, a: Value) -> None:
+        if actual == 0:
+            _refuse_empty_reduction(self.graph, sym, a)
         if actual <= 0:
             raise InterpreterError(
                 f"size symbol {sym} (from input %{a.name}) must be positive, got {actual}"
@@ -812,6 +814,38 @@ class _Run:
         rows = y.reshape(pw + [math.prod(red)])
         outs = _reduce_rows(node.reduction, rows, [t.dtype.to_torch() for t in out_types])
         return [o.reshape(self.shape(t)) for o, t in zip(outs, out_types)]
+
+
+_EMPTY_REDUCTIONS = ("max", "min", "argmax", "argmin")
+
+
+def _refuse_empty_reduction(g: Graph, sym: sympy.Symbol, a: Value) -> None:
+    """``sym = 0`` (from input ``a``) empties a max, min, argmax or argmin of ``g``: raise the
+    IndexError eager raises there (any other size 0 is refused by the caller: size symbols are
+    positive)."""
+
+    def empties(d: Any) -> bool:
+        return not isinstance(d, int) and sym in d.free_symbols and d.subs(sym, 0) == 0
+
+    for n in g.nodes:
+        kind, reduced = None, []
+        if isinstance(n, LoopNode) and n.reduction in _EMPTY_REDUCTIONS:
+            kind, reduced = n.reduction, [s for _, s in n.reduction_ranges]
+        elif isinstance(n, TensorOp) and n.op in _EMPTY_REDUCTIONS and n.operands:
+            x = n.operands[0]
+            shape = list(x.type.shape) if isinstance(x, Value) else []
+            dims = n.attrs.get("dims") if n.op in ("max", "min") else n.attrs.get("dim")
+            if dims is None:
+                reduced = shape
+            else:
+                reduced = [shape[d] for d in (dims if isinstance(dims, list) else [dims])]
+            kind = n.op
+        if kind is not None and any(empties(d) for d in reduced):
+            raise InterpreterIndexError(
+                f"{_node_name(n)}: {kind}(): Expected reduction dim to have non-zero size "
+                f"(size symbol {sym} of input %{a.name} is 0)",
+                n.loc,
+            )
 
 
 def _node_name(node: Node) -> str:

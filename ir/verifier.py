@@ -6,6 +6,7 @@ The verifier also fills in the dtypes of loop-body values that the text leaves i
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -43,6 +44,61 @@ def verify_module(m: Module) -> None:
 
 def verify_graph(g: Graph) -> None:
     _GraphVerifier(g).run()
+
+
+# reductions that have no value over no element
+_EMPTY_REDUCTIONS = frozenset(["max", "min", "argmax", "argmin"])
+
+
+# the most elements :func:`layout_overlaps` enumerates to decide a layout the sorted-stride
+# rule cannot (larger ones are refused)
+_OVERLAP_POINTS = 1 << 22
+
+
+def layout_overlaps(t: TensorType) -> bool:
+    """Whether two elements of ``t`` may share storage. Symbolic sizes and strides are tried at
+    small values (every symbol 2, then 3): a layout that overlaps there is refused."""
+    if t.layout is None:
+        return False
+    dims = list(zip(t.shape, t.strides))
+    if all(_is_int(x) for pair in dims for x in pair):
+        return _static_overlap(dims)
+    symbols = set().union(*(_free_symbols(x) for pair in dims for x in pair if not _is_int(x)))
+    for value in (2, 3):
+        at = {s: value for s in symbols}
+        try:
+            static = [(int(_subs(d, at)), int(_subs(s, at))) for d, s in dims]
+        except (TypeError, ValueError, ZeroDivisionError):
+            return False
+        if _static_overlap(static):
+            return True
+    return False
+
+
+def _subs(x: Any, at: dict[Any, int]) -> Any:
+    return x if _is_int(x) else x.subs(at)
+
+
+def _static_overlap(dims: list[tuple[int, int]]) -> bool:
+    if any(d == 0 for d, _ in dims):
+        return False  # no element at all
+    moving = sorted(((d, abs(s)) for d, s in dims if d > 1), key=lambda p: p[1])
+    reach = 0  # the farthest element the smaller strides reach from the first
+    for d, s in moving:
+        if s <= reach:
+            break
+        reach += (d - 1) * s
+    else:
+        return False  # each stride steps past everything the smaller ones reach
+    points = math.prod(d for d, _ in moving)
+    if points > _OVERLAP_POINTS:
+        return True  # cannot be shown apart
+    import torch  # only here: a layout the rule above cannot decide is rare
+
+    offsets = torch.zeros(1, dtype=torch.int64)
+    for d, s in moving:
+        offsets = (offsets.unsqueeze(1) + torch.arange(d, dtype=torch.int64) * s).flatten()
+    return int(torch.unique(offsets).numel()) != points
 
 
 def _is_int(v: Any) -> bool:
@@ -171,6 +227,8 @@ class _GraphVerifier:
             for r in n.results:
                 self.define(r, n.loc)
                 self.check_sizes(r.type, n.loc, n)
+                if isinstance(n, (TensorOp, LoopNode)) and r.type.layout is not None:
+                    self.written_layout(r, n)
             if n.results:
                 self.node_pos[n.results[0].name] = pos
         for pos, n in enumerate(g.nodes):
@@ -191,6 +249,15 @@ class _GraphVerifier:
             if not _types_equal(v.type, t):
                 raise self.error(
                     f"returned value #{k} %{v.name} has type {v.type}, but @{g.name} declares {t}",
+                    g.return_loc,
+                )
+            # FIR writes what a tensor op or a loop node computes; a view, an argument or an
+            # extern call's result (``as_strided`` in PyTorch) may overlap as eager's do
+            written = isinstance(v.owner, (TensorOp, LoopNode))
+            if t.layout is not None and written and layout_overlaps(t):
+                raise self.error(
+                    f"result #{k} of @{g.name} is declared {t}, whose elements overlap: a "
+                    "computed result must give each element its own memory",
                     g.return_loc,
                 )
 
@@ -253,6 +320,8 @@ class _GraphVerifier:
         for o in n.operands:
             if isinstance(o, Value):
                 self.use(o, n.loc, n)
+        if n.op in _EMPTY_REDUCTIONS:
+            self.empty_reduction(n)
         # programs repeat the same typings (f32[32, 64] add f32[32, 64]) thousands of times
         typing = _tensor_typing_key(n)
         if typing is not None and typing in _CHECKED_TENSOR_TYPINGS:
@@ -281,6 +350,39 @@ class _GraphVerifier:
                 )
         if typing is not None and len(_CHECKED_TENSOR_TYPINGS) < 100_000:
             _CHECKED_TENSOR_TYPINGS.add(typing)
+
+    def written_layout(self, r: Value, n: Node) -> None:
+        """A node that computes ``r`` writes each element once: no two may share memory (a
+        view may, as ``expand`` does, since nothing writes through it)."""
+        if layout_overlaps(r.type):
+            raise self.error(
+                f"%{r.name} has layout {r.type}, whose elements overlap: a computed result "
+                "must give each element its own memory",
+                n.loc,
+                n,
+            )
+
+    def empty_reduction(self, n: TensorOp) -> None:
+        """A max, min, argmax or argmin over a dimension of size 0 has no value: eager raises
+        (IndexError), so the program is refused before anything runs."""
+        x = n.operands[0] if n.operands else None
+        if not isinstance(x, Value):
+            return
+        shape = x.type.shape
+        dims = n.attrs.get("dims") if n.op in ("max", "min") else n.attrs.get("dim")
+        if dims is None:
+            reduced = list(range(len(shape)))
+        else:
+            reduced = [d for d in (dims if isinstance(dims, list) else [dims]) if _is_int(d)]
+        for d in reduced:
+            if -len(shape) <= d < len(shape) and _is_int(shape[d]) and shape[d] == 0:
+                raise self.error(
+                    f"'{n.op}' reduces dimension {d % len(shape)} of %{x.name} ({x.type}), "
+                    "which has no element: eager raises 'Expected reduction dim to have "
+                    "non-zero size'",
+                    n.loc,
+                    n,
+                )
 
     def attrs(self, n: TensorOp, spec: OpSpec) -> None:
         locs: dict[str, Location] = getattr(n, "_attr_locs", {})

@@ -620,9 +620,12 @@ class TensorFuncBuilder(FuncBuilder):
             return False
         dt = v.type.dtype
         rank = v.type.rank
-        ops = ["max", "min", "any", "all"]
+        # max, min, argmax and argmin over no element are errors (eager raises, the verifier
+        # refuses them): only over a value with elements
+        empty = any(isinstance(d, int) and d == 0 for d in v.type.shape)
+        ops = ["any", "all"] if empty else ["max", "min", "any", "all"]
         if not dt.is_bool:
-            ops += ["sum", "prod", "argmax", "argmin"]
+            ops += ["sum", "prod"] if empty else ["sum", "prod", "argmax", "argmin"]
         if dt.is_float:
             ops += ["mean", "logsumexp", "var", "std", "var_mean"]
         op = c.choice(ops)

@@ -121,52 +121,59 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def random_inputs(graph: Any, seed: int, int_high: int | None) -> list[Any]:
-    """One seeded random tensor per argument of ``graph``. An argument too large to allocate
-    is a :class:`~fir.ir.errors.InterpreterMemoryError` naming it and its size in bytes."""
+    """One seeded random tensor per argument of ``graph``, laid out as the argument's type says
+    (declared strides and offset: a view of a storage of random values, so that elements that
+    share memory hold one value). An argument too large to allocate is a
+    :class:`~fir.ir.errors.InterpreterMemoryError` naming it and its size in bytes."""
     import math
 
     import torch
     from fir.ir.errors import InterpreterMemoryError, format_bytes
     from fir.ir.interpreter import allocation_failure
+    from fir.ir.symbolic import evaluate
 
     gen = torch.Generator().manual_seed(seed)
     sizes: dict[Any, int] = {}
     static = [d for a in graph.args for d in a.type.shape if isinstance(d, int) and d > 1]
     default_size = 8
     high = int_high if int_high is not None else (min(static) if static else 2)
+
+    def value(d: Any) -> int:
+        if isinstance(d, int):
+            return d
+        for s in d.free_symbols:  # a symbolic size: give each symbol one concrete value
+            sizes.setdefault(s, default_size)
+        return int(evaluate(d, sizes))
+
     out = []
     for a in graph.args:
-        shape = []
-        for d in a.type.shape:
-            if isinstance(d, int):
-                shape.append(d)
-            else:
-                # a symbolic size: give each symbol one concrete value
-                from fir.ir.symbolic import evaluate
-
-                for s in d.free_symbols:
-                    sizes.setdefault(s, default_size)
-                shape.append(int(evaluate(d, sizes)))
+        shape = [value(d) for d in a.type.shape]
+        layout = a.type.layout
+        elements = math.prod(shape) if layout is None else max(value(a.type.storage_size()), 0)
         dt = a.type.dtype
         tdt = dt.to_torch()
-        nbytes = math.prod(shape) * dt.itemsize
+        nbytes = elements * dt.itemsize
         failure = InterpreterMemoryError(
             f"cannot allocate input %{a.name} ({a.type}): {format_bytes(nbytes)}", None, nbytes
         )
         if nbytes >= 2**63:  # more than torch can address: it would not even try
             raise failure
+        made = shape if layout is None else [elements]
         try:
             if dt.is_float:
-                t = torch.randn(shape, generator=gen, dtype=torch.float32).to(tdt)
+                t = torch.randn(made, generator=gen, dtype=torch.float32).to(tdt)
             elif dt.is_bool:
-                t = torch.rand(shape, generator=gen) < 0.5
+                t = torch.rand(made, generator=gen) < 0.5
             else:  # values the input's type holds, so that none wraps around
                 top = min(max(high, 1), torch.iinfo(tdt).max + 1)
-                t = torch.randint(0, top, shape, generator=gen, dtype=torch.int64).to(tdt)
+                t = torch.randint(0, top, made, generator=gen, dtype=torch.int64).to(tdt)
         except (RuntimeError, MemoryError) as e:
             if not allocation_failure(e)[0]:
                 raise
             raise failure from None
+        if layout is not None:
+            strides = [value(s) for s in layout.strides]
+            t = t.as_strided(shape, strides, value(layout.offset))
         out.append(t)
     return out
 

@@ -209,11 +209,13 @@ def load_library(path: Path) -> ctypes.CDLL:
 
 
 class _Kernel:
-    """One kernel's ctypes function with its argument arrays made once: a call copies the
-    pointers and sizes in and passes the arrays as they are (no ``argtypes`` conversions, which
-    would double the cost of a call)."""
+    """One kernel's ctypes function and sets of argument arrays: a call takes a set, copies
+    the pointers and sizes in and passes the arrays as they are (no ``argtypes`` conversions,
+    which would double the cost of a call), then gives the set back. Each call has a set of
+    its own, so calls from several threads at once never share one (a set is made when none is
+    free: one per thread that calls at the same time, kept for the next calls)."""
 
-    __slots__ = ("args", "error", "error_ref", "fn", "nargs", "nsizes", "sizes")
+    __slots__ = ("fn", "free", "nargs", "nsizes")
 
     def __init__(self, fn: Any, nargs: int, nsizes: int) -> None:
         fn.restype = ctypes.c_int64
@@ -221,15 +223,23 @@ class _Kernel:
         self.fn = fn
         self.nargs = nargs
         self.nsizes = nsizes
-        self.args = (ctypes.c_uint64 * max(nargs, 1))()
-        self.sizes = (ctypes.c_int64 * max(nsizes, 1))()
-        self.error = ctypes.c_int64(0)
-        self.error_ref = ctypes.byref(self.error)
+        # list.pop and list.append are atomic: taking and giving back a set needs no lock
+        self.free: list[tuple[Any, Any, Any, Any]] = [self.arrays()]
+
+    def arrays(self) -> tuple[Any, Any, Any, Any]:
+        """A set: pointer array, size array, error value and a reference to it."""
+        error = ctypes.c_int64(0)
+        return (
+            (ctypes.c_uint64 * max(self.nargs, 1))(),
+            (ctypes.c_int64 * max(self.nsizes, 1))(),
+            error,
+            ctypes.byref(error),
+        )
 
 
 class CppKernels:
-    """The kernels of a built library, by name. ``call`` is not reentrant for the same kernel
-    (the argument arrays are shared): call a kernel from one thread at a time."""
+    """The kernels of a built library, by name. ``call`` may run from several threads at once
+    (each call fills argument arrays of its own)."""
 
     def __init__(
         self,
@@ -256,12 +266,20 @@ class CppKernels:
                 f"kernel {name} takes {k.nargs} pointer(s) and {k.nsizes} size(s), "
                 f"got {len(args)} and {len(sizes)}"
             )
+        free = k.free
+        try:
+            arrays = free.pop()
+        except IndexError:  # another thread holds the set: one of this call's own
+            arrays = k.arrays()
+        pointers, values, error, error_ref = arrays
         if k.nargs:
-            k.args[:] = args
+            pointers[:] = args
         if k.nsizes:
-            k.sizes[:] = sizes
-        code = k.fn(k.args, k.sizes, k.error_ref)
-        return code, (k.error.value if code else 0)
+            values[:] = sizes
+        code = k.fn(pointers, values, error_ref)
+        failed = error.value if code else 0
+        free.append(arrays)
+        return code, failed
 
 
 def build_program(plan: ProgramPlan, cache: Cache | None = None) -> CppKernels:

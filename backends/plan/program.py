@@ -29,6 +29,7 @@ from fir.ir.graph import (
 from fir.ir.kernels import steps
 from fir.ir.types import Dim, TensorType
 
+from .bounds import BoundsCheck, program_checks
 from .kernel import KernelPlan, PlanError, plan_kernel
 
 
@@ -86,6 +87,9 @@ class ProgramPlan:
     frees: dict[int, list[int]] = field(default_factory=dict)  # step -> storages released after
     sizes: list[str] = field(default_factory=list)  # the function's size symbols
     errors: dict[int, str] = field(default_factory=dict)  # kernel error code -> message
+    # what each call checks first, from the size values (:mod:`.bounds`); None: nothing left
+    # to check at a call (a program without size symbols was checked when it was planned)
+    bounds: BoundsCheck | None = None
 
     def kernels(self) -> list[KernelPlan]:
         return [s.plan for s in self.steps if isinstance(s, KernelStep)]
@@ -216,6 +220,13 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
             if not isinstance(d, int):
                 sizes |= {s.name for s in d.free_symbols}
     sizes |= {s.name for s in g.size_params}  # passed by the caller (``sizes (s1)``)
+    bounds: BoundsCheck | None = program_checks(g, buffers, sorted(sizes))
+    if not sizes:  # every size is known: check once, now
+        assert bounds is not None
+        failure = bounds({})
+        if failure is not None:
+            raise PlanError(failure.message, failure.loc)
+        bounds = None
     return ProgramPlan(
         name=g.name,
         inputs=inputs,
@@ -226,6 +237,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
         frees=frees,
         sizes=sorted(sizes),
         errors=errors,
+        bounds=bounds,
     )
 
 
