@@ -163,6 +163,19 @@ class Emitter:
             raise Fallback("symbolic scalar argument")
         return make(x)
 
+    def check_device(self, device: Any, what: str = "tensor") -> None:
+        """A tensor the node makes (``full``, ``arange``, a copy) on ``device``: FIR makes it
+        where the program runs, the device of the graph's tensors (the importer's ``device``,
+        CPU where it has none), so another device falls back."""
+        if device is None:
+            return
+        d = torch.device(device)
+        home = getattr(self.importer, "device", None) or torch.device("cpu")
+        if d.type != home.type or (
+            d.index is not None and home.index is not None and d.index != home.index
+        ):
+            raise Fallback(f"{what} on device {device}")
+
     def literal(self, x: Any) -> Literal:
         if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
             raise Fallback("symbolic scalar argument")

@@ -134,6 +134,9 @@ class Importer:
         # the 0-d arguments of symbolic numbers, by PyTorch's expression and dtype
         self.scalar_args: dict[tuple[Any, DType], Value] = {}
         self.unbacked_origin: dict[str, str] = {}  # data-dependent symbol -> the op making it
+        # the device the program runs on (:func:`graph_device`); a node that makes a tensor
+        # elsewhere falls back (Emitter.check_device)
+        self.device: torch.device | None = None
 
     def value_name(self, fx_name: str) -> str:
         return _sanitize(fx_name)
@@ -157,6 +160,7 @@ class Importer:
 
     def _run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> Graph:
         placeholders = self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.device = graph_device(gm, example_inputs)
         for n in gm.graph.nodes:  # the ops that make data-dependent sizes (``u0``)
             for sym in n.meta.get("unbacked_bindings") or {}:
                 self.unbacked_origin.setdefault(str(sym), target_name(n.target))
@@ -508,13 +512,16 @@ class Importer:
         vals = list(val) if multi else [val]
         # results that are not tensors (cuDNN attention's None and sizes) are no values of the
         # program: the call keeps the positions of its tensors (``results = [...]``) and a
-        # reader of one of the others gets it as the trace saw it
+        # reader of one of the others gets it as the trace saw it: a number, or a symbolic
+        # size (attention's ``max_q`` is the sequence length ``s0``), which is what the op
+        # returns at run time; a reader turns it into a FIR size expression, and one that is
+        # not a function of the inputs' sizes (data-dependent) is refused there
         kept = [k for k, v in enumerate(vals) if isinstance(v, torch.Tensor)]
         for k, v in enumerate(vals):
-            if not isinstance(v, (torch.Tensor, type(None), bool, int, float)):
+            if not isinstance(v, (torch.Tensor, type(None), bool, int, float, torch.SymInt)):
                 raise UnsupportedError(
                     f"{n.name}: {name} returns a {type(v).__name__} as result #{k}; FIR needs "
-                    "tensor results (or None and constant numbers)"
+                    "tensor results (or None, constant numbers and sizes)"
                 )
         if not kept:
             raise UnsupportedError(f"{n.name}: {name} returns no tensor")
@@ -572,6 +579,28 @@ def _copying_variant(target: Any) -> str | None:
             "(its result would share memory with its argument)"
         )
     return str(variant)
+
+
+def graph_device(gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> torch.device:
+    """Where a graph's program runs: the device of its GPU tensors if it has any (a CPU 0-d
+    tensor beside them is a scalar), else CPU; a graph with no tensor input computes where its
+    outputs live."""
+    vals: list[Any] = []
+    for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = n.meta.get("val", n.meta.get("example_value"))
+        if val is None and example_inputs is not None and k < len(example_inputs):
+            val = example_inputs[k]
+        vals.append(val)
+    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    if not tensors:
+        for n in gm.graph.nodes:
+            if n.op == "output":
+                torch.fx.map_arg(n.args, lambda a: vals.append(a.meta.get("val")))
+        tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    for t in tensors:
+        if t.device.type != "cpu":
+            return t.device
+    return torch.device("cpu")
 
 
 def _extern_arg(a: Any, op: str) -> Any:

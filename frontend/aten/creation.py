@@ -11,7 +11,7 @@ import torch
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType
 
-from ..emitter import Emitter, Fallback
+from ..emitter import Emitter, Fallback, size_value
 from .common import (
     _arange_i64,
     _auto,
@@ -38,9 +38,7 @@ from .registry import register
 )
 def _full(em: Emitter, *args: Any, **kwargs: Any) -> Value:
     name = str(em.node.target)
-    device = kwargs.get("device")
-    if device is not None and torch.device(device).type != "cpu":
-        raise Fallback(f"tensor on device {device}")
+    em.check_device(kwargs.get("device"))
     out = em.out_type()
     if "zeros" in name:
         value: Any = 0
@@ -69,22 +67,39 @@ def _full(em: Emitter, *args: Any, **kwargs: Any) -> Value:
 
 @register("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def _arange(em: Emitter, *args: Any, **kwargs: Any) -> Value:
-    nums = [a for a in args if isinstance(a, int | float) and not isinstance(a, bool)]
-    if len(nums) == 1:
-        start, end, step = 0, nums[0], 1
-    elif len(nums) == 2:
-        start, end, step = nums[0], nums[1], 1
-    elif len(nums) == 3:
-        start, end, step = nums
+    em.check_device(kwargs.get("device"))
+    bounds = [_arange_bound(a) for a in args[:3]]
+    if "start" in kwargs:
+        bounds.insert(0, _arange_bound(kwargs["start"]))
+    if "end" in kwargs:
+        bounds.append(_arange_bound(kwargs["end"]))
+    if len(bounds) == 1:
+        start, end, step = 0, bounds[0], 1
+    elif len(bounds) == 2:
+        start, end, step = bounds[0], bounds[1], 1
+    elif len(bounds) == 3:
+        start, end, step = bounds
     else:
-        raise Fallback("arange with symbolic bounds")
-    step = kwargs.get("step", step)
+        raise Fallback("arange without bounds")
+    if "step" in kwargs:
+        step = _arange_bound(kwargs["step"])
+    if not isinstance(step, int | float):
+        raise Fallback("arange with a symbolic step")
     attrs = {
         "start": start if start != 0 else None,
         "end": end,
         "step": step if step != 1 else None,
     }
+    # the length is PyTorch's (the result type); a symbolic bound is a size expression, which
+    # the lowering and the interpreter evaluate like any symbolic attribute
     return em.op("arange", [], em.out_type(), attrs)
+
+
+def _arange_bound(a: Any) -> Any:
+    """A bound of ``arange``: a number, or a symbolic integer as a FIR size expression."""
+    if isinstance(a, bool) or not isinstance(a, int | float | torch.SymInt):
+        raise Fallback(f"arange bound {a!r} is not a number or a symbolic integer")
+    return size_value(a) if isinstance(a, torch.SymInt) else a
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,9 +125,7 @@ def _fill(em: Emitter, x: Any, value: Any) -> Value:
 def _empty(em: Emitter, *args: Any, **kwargs: Any) -> Value:
     # the contents are unspecified; zeros are as good as any
     out = em.out_type()
-    device = kwargs.get("device")
-    if device is not None and torch.device(device).type != "cpu":
-        raise Fallback(f"tensor on device {device}")
+    em.check_device(kwargs.get("device"))
     return em.op("full", [_zero(out.dtype)], out)
 
 

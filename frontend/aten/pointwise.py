@@ -176,7 +176,14 @@ def _add_sub(em: Emitter, a: Any, b: Any, alpha: Any = 1) -> Value:
     return em.op(op, [lhs, rhs], out)
 
 
-@register("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
+@register(
+    "aten.div.Tensor",
+    "aten.div.Scalar",
+    "aten.div.Tensor_mode",
+    "aten.div.Scalar_mode",
+    "aten.true_divide.Tensor",
+    "aten.true_divide.Scalar",
+)
 def _div(em: Emitter, a: Any, b: Any, rounding_mode: str | None = None) -> Value:
     out = em.out_type()
     if rounding_mode is None:
@@ -248,11 +255,15 @@ def _clamp_max(em: Emitter, x: Any, max: Any) -> Value:
 
 @register("aten._to_copy.default", "aten.to.dtype", "aten._to_copy")
 def _to_copy(em: Emitter, x: Any, *args: Any, **kwargs: Any) -> Value:
-    device = kwargs.get("device")
-    if device is not None and torch.device(device).type != "cpu":
-        raise Fallback(f"copy to device {device}")
+    em.check_device(kwargs.get("device"), "copy")
     out = em.out_type()
     return em.cast(_tensor(x), out.dtype)  # type: ignore[return-value]
+
+
+@register("prims.convert_element_type.default")
+def _convert_element_type(em: Emitter, x: Any, dtype: Any) -> Value:
+    """prims' cast (decompositions emit it): a FIR ``cast`` to the result's dtype."""
+    return em.cast(_tensor(x), em.out_dtype())  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------------------------

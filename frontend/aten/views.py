@@ -15,7 +15,7 @@ import torch
 from fir.ir.graph import Literal, Value
 from fir.ir.types import TensorType, contiguous_strides
 
-from ..emitter import Emitter, Fallback
+from ..emitter import Emitter, Fallback, size_value
 from .common import (
     _arange_i64,
     _auto,
@@ -90,6 +90,8 @@ def _slice(
     em: Emitter, x: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1
 ) -> Value:
     x = _tensor(x)
+    if isinstance(start, torch.SymInt) or isinstance(end, torch.SymInt):
+        start, end = _symbolic_slice_bounds(em, dim, start, end)
     attrs: dict[str, Any] = {"dim": dim}
     if start not in (None, 0):
         attrs["start"] = start
@@ -97,10 +99,32 @@ def _slice(
         attrs["end"] = end
     if step != 1:
         attrs["step"] = step
-    for v in (start, end):
-        if v is not None and not isinstance(v, int):
-            raise Fallback("symbolic slice bounds")
     return em.op("slice", [x], em.out_type(), attrs)
+
+
+def _symbolic_slice_bounds(em: Emitter, dim: int, start: Any, end: Any) -> tuple[Any, Any]:
+    """Symbolic ``start``/``end`` of a slice as FIR size expressions. FIR's slice takes bounds
+    inside the dimension (no clamping), so each must be known, from what the shape environment
+    has guarded, to lie in ``[0, size]``; an end known to reach the size is dropped. The
+    emitter then checks that FIR's length is PyTorch's."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    src = em.node.args[0]
+    val = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        raise Fallback("slice of a value without shape information")
+    size = val.shape[dim]
+
+    def bound(v: Any, what: str) -> Any:
+        if not isinstance(v, torch.SymInt):
+            return v
+        if not (statically_known_true(v >= 0) and statically_known_true(v <= size)):
+            raise Fallback(f"symbolic slice {what} {v} may lie outside the dimension ({size})")
+        return size_value(v)
+
+    if isinstance(end, torch.SymInt) and statically_known_true(end >= size):
+        end = None
+    return bound(start, "start"), bound(end, "end")
 
 
 @register("aten.select.int")

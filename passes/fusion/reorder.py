@@ -128,18 +128,29 @@ def _reorder_kernel(
 ) -> None:
     members = [n for n in k.nodes if isinstance(n, LoopNode)]
     old = {id(n): n.schedule for n in members}
-    plans = {id(n): plan_loops(n, merge=merge) for n in members}
-    for n in members:
-        n.schedule = plans[id(n)].schedule
-    if kernel_problem(g, k, prefix, memo) is not None:
-        # the new orders would break the kernel: keep the order its nodes run in now
-        counts["kept-for-kernels"] += 1
+    # the first of these the kernel stays legal under: new orders; the order its nodes run in
+    # now, squeezed and merged; that order only squeezed (a merged loop of symbolic size cannot
+    # be cut at a reduction's outer/inner boundary, as one of known size can); the schedules
+    # the nodes have now
+    tries = [(False, merge), (True, merge)] + ([(True, False)] if merge else [])
+    plans: dict[int, Plan] | None = None
+    for attempt, (keep_order, merge_loops) in enumerate(tries):
         for n in members:
             n.schedule = old[id(n)]
-        plans = {id(n): plan_loops(n, keep_order=True, merge=merge) for n in members}
+        candidate = {
+            id(n): plan_loops(n, keep_order=keep_order, merge=merge_loops) for n in members
+        }
+        for n in members:
+            n.schedule = candidate[id(n)].schedule
+        if kernel_problem(g, k, prefix, memo) is None:
+            plans = candidate
+            break
+        if attempt == 0:
+            counts["kept-for-kernels"] += 1
     for n in members:
         n.schedule = old[id(n)]
-        _apply(n, plans[id(n)], tile, counts)
+        if plans is not None:
+            _apply(n, plans[id(n)], tile, counts)
 
 
 def _apply(n: LoopNode, plan: Plan, tile: bool, counts: dict[str, int]) -> None:
