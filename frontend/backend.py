@@ -212,6 +212,8 @@ class CompiledGraph:
             if computed is None:  # a size of 0 or less this time: PyTorch runs this call
                 return list(self.eager(list(inputs)))
             sizes |= computed
+        if self.report.moved_inputs and self.program is not None:
+            inputs = _moved_inputs(inputs, self.report.moved_inputs, self.program.alloc_device)
         given = inputs
         if self.report.dropped_inputs:  # sizes come from the tensors' shapes; tokens are None
             keep = self._kept
@@ -325,6 +327,15 @@ def _evaluate_size(expr: Any, graph: Any, tensors: Sequence[Any], sizes: dict[st
 
 
 # every graph compiled in this process, for fir.explain and tests
+def _moved_inputs(inputs: Sequence[Any], positions: list[int], device: Any) -> tuple[Any, ...]:
+    """``inputs`` with the 0-d CPU tensors at ``positions`` copied to ``device``
+    (``ImportReport.moved_inputs``)."""
+    out = list(inputs)
+    for k in positions:
+        out[k] = out[k].to(device)
+    return tuple(out)
+
+
 COMPILED: list[CompiledGraph] = []
 
 

@@ -67,6 +67,10 @@ class ImportReport:
     # size parameters computed from the inputs at each call (FIR name -> PyTorch's expression):
     # sizes FIR's index forms cannot write (``x[:round(i / 2 + 1)]``)
     computed_sizes: dict[str, Any] = field(default_factory=dict)
+    # positions of 0-d CPU tensor inputs of a graph that runs on a GPU (PyTorch's scalars,
+    # such as a float Dynamo passes as a tensor): the compiled call moves them to the program's
+    # device, where eager reads them as numbers
+    moved_inputs: list[int] = field(default_factory=list)
 
     def merge(self, other: ImportReport) -> None:
         self.imported.update(other.imported)
@@ -190,6 +194,8 @@ class Importer:
                 raise UnsupportedError(
                     f"graph input {n.name} is a {type(val).__name__}; FIR imports tensor inputs only"
                 )
+            if val.dim() == 0 and val.device.type == "cpu" and self.device.type != "cpu":
+                self.report.moved_inputs.append(k)
             v = Value(self.unique(self.value_name(n.name)), tensor_type(val, keep_layout=True))
             self.graph.args.append(v)
             self.values[n] = v

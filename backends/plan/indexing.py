@@ -231,7 +231,9 @@ def _merge_affine(e: Expr, g: Group, k: sympy.Symbol) -> Expr:
         return e
     coeffs: dict[sympy.Symbol, Expr] = {}
     rest: list[Expr] = []
-    for term in sympy.Add.make_args(e):
+    # expanded, so that each term holds one variable: a row-major position over symbolic sizes
+    # stays factored (``s1*(4*i0 + i1) + i2``), where known sizes would have distributed
+    for term in sympy.Add.make_args(sympy.expand(e)):
         hit = term.free_symbols & set(g.vars)
         if not hit:
             rest.append(term)

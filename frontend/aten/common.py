@@ -147,8 +147,15 @@ def _static_shape(x: Value) -> tuple[int, ...]:
     return tuple(x.type.shape)  # type: ignore[return-value]
 
 
-def _arange_i64(em: Emitter, start: int, end: int, step: int = 1, hint: str = "ar") -> Value:
-    n = max(0, math.ceil((end - start) / step))
+def _arange_i64(em: Emitter, start: int, end: Any, step: int = 1, hint: str = "ar") -> Value:
+    """``arange(start, end, step)`` in i64; ``end`` may be a symbolic size when it starts at 0
+    by steps of 1 (its length is then ``end``)."""
+    if isinstance(end, int):
+        n = max(0, math.ceil((end - start) / step))
+    elif start == 0 and step == 1:
+        n = end
+    else:
+        raise Fallback("arange with symbolic bounds")
     attrs = {"start": start, "end": end, "step": step if step != 1 else None}
     return em.op("arange", [], TensorType(DType.I64, (n,)), attrs, hint=hint)
 

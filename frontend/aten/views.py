@@ -326,7 +326,7 @@ def _repeat(em: Emitter, x: Any, repeats: list[int]) -> Value:
     return em.op("reshape", [y], out)
 
 
-def _triangle_mask(em: Emitter, m: int, n: int, k: int, lower: bool) -> Value:
+def _triangle_mask(em: Emitter, m: Any, n: Any, k: int, lower: bool) -> Value:
     row = _auto(em, "unsqueeze", [_arange_i64(em, 0, m, hint="row")], {"dim": 1})
     col = _arange_i64(em, 0, n, hint="col")
     diff = _auto(em, "sub", [col, row])  # col - row, [m, n]
@@ -336,9 +336,11 @@ def _triangle_mask(em: Emitter, m: int, n: int, k: int, lower: bool) -> Value:
 @register("aten.tril.default", "aten.triu.default")
 def _tril(em: Emitter, x: Any, diagonal: int = 0) -> Value:
     x = _tensor(x)
-    shape = _static_shape(x)
+    shape = x.type.shape  # symbolic sizes are fine: the mask compares two aranges
     if x.type.rank < 2:
         raise Fallback("tril of a vector")
+    if not isinstance(diagonal, int):
+        raise Fallback("symbolic diagonal")
     mask = _triangle_mask(em, shape[-2], shape[-1], diagonal, "tril" in str(em.node.target))
     return em.op("where", [mask, x, _zero(x.type.dtype)], em.out_type())
 
