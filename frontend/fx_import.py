@@ -385,6 +385,9 @@ class Importer:
         ]
         if len(kept) != len(vals):
             node.attrs["results"] = kept
+        aliases = _aliased_positions(n, kept)
+        if aliases is not None:
+            node.attrs["aliases"] = aliases
         self.graph.nodes.append(node)
         by_position = dict(zip(kept, node.results))
         self.values[n] = (
@@ -407,6 +410,41 @@ def _extern_arg(a: Any, op: str) -> Any:
     raise UnsupportedError(
         f"{op}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call"
     )
+
+
+def _aliased_positions(n: torch.fx.Node, kept: list[int]) -> list[int | None] | None:
+    """For each kept result of an extern call, the positional argument whose storage it lives
+    in, from the op's schema (``Tensor(a) self -> Tensor(a)``: ``aten.view.dtype``, any view or
+    in-place op run by PyTorch); None where it is memory of its own. None when no result is
+    a view. A view of an argument passed by keyword is unsupported (the graph runs with
+    PyTorch) rather than planned as memory of its own."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return None
+    sets = []
+    for r in schema.returns:
+        info = r.alias_info
+        sets.append(set(info.before_set) if info is not None else set())
+    if not any(sets):
+        return None
+    out: list[int | None] = []
+    for k in kept:
+        # one returned list (``Tensor(a)[]``: split, unbind) covers every result
+        wanted = sets[0] if len(sets) == 1 else (sets[k] if k < len(sets) else set())
+        found: int | None = None
+        for i, a in enumerate(schema.arguments):
+            info = a.alias_info
+            if not wanted or info is None or not wanted & set(info.before_set):
+                continue
+            if i >= len(n.args):
+                raise UnsupportedError(
+                    f"{n.name}: {target_name(n.target)} returns a view of argument '{a.name}', "
+                    "passed by keyword"
+                )
+            found = i
+            break
+        out.append(found)
+    return out if any(k is not None for k in out) else None
 
 
 def _is_with_effects(n: torch.fx.Node) -> bool:
