@@ -30,6 +30,8 @@ import torch.fx
 from fir.ir.dtypes import DType
 from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
+from fir.ir.ops import OPS
+from fir.passes.lowering.views import is_dense
 
 from .aten import CONVERTERS
 from .aten.collectives import TOKEN_TYPE, effect_extern
@@ -108,6 +110,7 @@ class Importer:
         self.names: set[str] = set()
         self.report = ImportReport()
         self.constants: list[torch.Tensor] = []
+        self.placeholders: list[torch.fx.Node] = []
 
     def value_name(self, fx_name: str) -> str:
         return _sanitize(fx_name)
@@ -121,7 +124,7 @@ class Importer:
         return name
 
     def run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None) -> Graph:
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        placeholders = self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         sizes: list[torch.fx.Node] = []
         for k, n in enumerate(placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
@@ -225,6 +228,70 @@ class Importer:
                 )
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
+        views = self._output_views(flat)
+        if views:
+            self.graph.attrs["output_views"] = views
+        for k, o in enumerate(flat):
+            self._eager_layout(k, o, k in views)
+
+    def _eager_storage(self, o: torch.fx.Node) -> None:
+        """Lay the value of ``o`` out in storage as eager does, where an extern view (a view op
+        run by PyTorch: ``as_strided``, ``view.dtype``) sees its storage: the op that computes
+        it writes it in eager's dense layout (channels-last after a convolution)."""
+        v = self.values.get(o)
+        val = o.meta.get("val", o.meta.get("example_value"))
+        if not isinstance(v, Value) or not isinstance(val, torch.Tensor):
+            return
+        eager = tensor_type(val, keep_layout=True)
+        owner = v.owner
+        if (
+            eager.layout is not None
+            and v.type.layout is None
+            and eager.dtype == v.type.dtype
+            and tuple(eager.shape) == tuple(v.type.shape)
+            and isinstance(owner, TensorOp)
+            and OPS[owner.op].category != "view"
+            and is_dense(eager)
+        ):
+            v.type = eager
+
+    def _eager_layout(self, k: int, o: torch.fx.Node, view: bool) -> None:
+        """Declare output ``k`` with the layout eager gives it (its example value's strides and
+        offset: a pointwise op on a permuted or channels-last input keeps that order, a view
+        keeps its own). The op that computes a fresh output in a dense layout writes it in
+        that layout; ``lower`` copies any other output whose layout differs."""
+        v = self.graph.outputs[k]
+        val = o.meta.get("val", o.meta.get("example_value"))
+        if not isinstance(val, torch.Tensor):
+            return
+        declared = tensor_type(val, keep_layout=True)
+        if declared.dtype != v.type.dtype or tuple(declared.shape) != tuple(v.type.shape):
+            return
+        self.graph.output_types[k] = declared
+        if not view:
+            self._eager_storage(o)
+
+    def _output_views(self, outs: list[Any]) -> list[int]:
+        """The positions of the outputs that eager returns as views of an input (they share
+        the storage of a placeholder's example value): only these may share an argument's
+        storage; every other output is a tensor of its own (``lower`` copies it if needed)."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        def storage(node: Any) -> Any:
+            val = node.meta.get("val", node.meta.get("example_value"))
+            if not isinstance(val, torch.Tensor):
+                return None
+            try:
+                return StorageWeakRef(val.untyped_storage())
+            except (NotImplementedError, RuntimeError):  # a tensor with no storage
+                return None
+
+        inputs = {storage(p) for p in self.placeholders} - {None}
+        return [
+            k
+            for k, o in enumerate(outs)
+            if isinstance(o, torch.fx.Node) and storage(o) is not None and storage(o) in inputs
+        ]
 
     def arg(self, a: Any) -> Any:
         if isinstance(a, torch.fx.Node):
@@ -388,6 +455,9 @@ class Importer:
         aliases = _aliased_positions(n, kept)
         if aliases is not None:
             node.attrs["aliases"] = aliases
+            for k in {k for k in aliases if k is not None}:
+                if isinstance(n.args[k], torch.fx.Node):
+                    self._eager_storage(n.args[k])
         self.graph.nodes.append(node)
         by_position = dict(zip(kept, node.results))
         self.values[n] = (

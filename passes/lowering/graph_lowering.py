@@ -20,12 +20,14 @@ from fir.ir.graph import (
     Node,
     TensorOp,
     Value,
+    alias_root,
 )
 from fir.ir.types import Dim, Layout, TensorType
 
+from ..analysis.deps import storage_bases
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
 from .externs import extern_call
-from .views import Access, Index, buffer_access, is_zero
+from .views import Access, Index, buffer_access, is_dense, is_zero, same_layout
 
 BodyFn = Callable[[BodyBuilder, tuple[Index, ...]], BodyOperand]
 Lowering = Callable[["GraphLowering", TensorOp], None]
@@ -76,6 +78,7 @@ class GraphLowering:
                 self.nodes.append(n)
         for v in self.g.outputs:
             self.materialize(v)
+        self.fresh_outputs()
         self.g.nodes = self.nodes
 
     # -- what lowerings call
@@ -207,6 +210,37 @@ class GraphLowering:
         node.attrs["copy"] = copy_because
         self._add(node)
         self.stats["copies"] += 1
+
+    def fresh_outputs(self) -> None:
+        """Copy each output that lives in an argument's storage (the argument itself, a view
+        of it, an identity folded away: ``x.clone()``, ``torch.cat([x])``) unless the function
+        says eager returns it as a view of an argument (attribute ``output_views``, the
+        positions of such outputs): any other output of eager is a tensor of its own, and a
+        caller that writes into it must not write into its input."""
+        views = self.g.attrs.get("output_views")
+        views = views if isinstance(views, list) else []
+        args = {id(a) for a in self.g.args}
+        for k, v in enumerate(self.g.outputs):
+            if k in views:
+                continue
+            declared = self.g.output_types[k] if k < len(self.g.output_types) else v.type
+            if not is_dense(declared):  # a layout no loop node writes: any dense one will do
+                declared = declared.contiguous()
+            if any(id(b) in args for b in (v, *storage_bases(v))):
+                why = f"returned: a tensor of its own, not %{alias_root(v).name}'s storage"
+            elif not same_layout(v.type, declared):
+                why = f"returned in eager's layout, {declared}"
+            else:
+                continue
+            copy = self.helper_value(v, "copy", declared)
+            ranges, idx = pointwise_space(v.type.shape, self.loop_names)
+            b = BodyBuilder(ranges)
+            node = LoopNode([copy], loc=self.g.return_loc, ranges=ranges)
+            node.body = b.build(b.load(self.access(v), idx))
+            node.attrs["copy"] = why
+            self._add(node)
+            self.stats["copies"] += 1
+            self.g.outputs[k] = copy
 
     def _add(self, node: Node) -> Any:
         for k, r in enumerate(node.results):
