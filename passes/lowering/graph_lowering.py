@@ -224,14 +224,16 @@ class GraphLowering:
             if k in views:
                 continue
             declared = self.g.output_types[k] if k < len(self.g.output_types) else v.type
-            if not is_dense(declared):  # a layout no loop node writes: any dense one will do
-                declared = declared.contiguous()
             if any(id(b) in args for b in (v, *storage_bases(v))):
                 why = f"returned: a tensor of its own, not %{alias_root(v).name}'s storage"
             elif not same_layout(v.type, declared):
-                why = f"returned in eager's layout, {declared}"
+                why = "returned in eager's layout"
             else:
                 continue
+            if not is_dense(declared):  # a layout no loop node writes: any dense one will do
+                declared = declared.contiguous()
+            if why.endswith("layout"):
+                why += f", {declared}"
             copy = self.helper_value(v, "copy", declared)
             ranges, idx = pointwise_space(v.type.shape, self.loop_names)
             b = BodyBuilder(ranges)
