@@ -31,7 +31,7 @@ from fir.ir.dtypes import DType
 from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
 from fir.ir.ops import OPS
-from fir.passes.lowering.views import is_dense
+from fir.passes.lowering.views import is_writable
 
 from .aten import CONVERTERS
 from .aten.collectives import TOKEN_TYPE, effect_extern
@@ -228,16 +228,17 @@ class Importer:
                 )
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
-        views = self._output_views(flat)
-        if views:
-            self.graph.attrs["output_views"] = views
+        # eager's output contract, which ``lower`` keeps: these outputs may be views of an
+        # input, every other one is a tensor of its own in the layout its declared type says
+        views = self.graph.attrs["output_views"] = self._output_views(flat)
         for k, o in enumerate(flat):
             self._eager_layout(k, o, k in views)
 
     def _eager_storage(self, o: torch.fx.Node) -> None:
         """Lay the value of ``o`` out in storage as eager does, where an extern view (a view op
         run by PyTorch: ``as_strided``, ``view.dtype``) sees its storage: the op that computes
-        it writes it in eager's dense layout (channels-last after a convolution)."""
+        it writes it in eager's layout where that has no overlap (channels-last after a
+        convolution)."""
         v = self.values.get(o)
         val = o.meta.get("val", o.meta.get("example_value"))
         if not isinstance(v, Value) or not isinstance(val, torch.Tensor):
@@ -251,14 +252,14 @@ class Importer:
             and tuple(eager.shape) == tuple(v.type.shape)
             and isinstance(owner, TensorOp)
             and OPS[owner.op].category != "view"
-            and is_dense(eager)
+            and is_writable(eager)
         ):
             v.type = eager
 
     def _eager_layout(self, k: int, o: torch.fx.Node, view: bool) -> None:
         """Declare output ``k`` with the layout eager gives it (its example value's strides and
         offset: a pointwise op on a permuted or channels-last input keeps that order, a view
-        keeps its own). The op that computes a fresh output in a dense layout writes it in
+        keeps its own). The op that computes a fresh output in a layout with no overlap writes it in
         that layout; ``lower`` copies any other output whose layout differs."""
         v = self.graph.outputs[k]
         val = o.meta.get("val", o.meta.get("example_value"))

@@ -27,7 +27,7 @@ from fir.ir.types import Dim, Layout, TensorType
 from ..analysis.deps import storage_bases
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
 from .externs import extern_call
-from .views import Access, Index, buffer_access, is_dense, is_zero, same_layout
+from .views import Access, Index, buffer_access, is_writable, is_zero, same_layout
 
 BodyFn = Callable[[BodyBuilder, tuple[Index, ...]], BodyOperand]
 Lowering = Callable[["GraphLowering", TensorOp], None]
@@ -212,13 +212,16 @@ class GraphLowering:
         self.stats["copies"] += 1
 
     def fresh_outputs(self) -> None:
-        """Copy each output that lives in an argument's storage (the argument itself, a view
-        of it, an identity folded away: ``x.clone()``, ``torch.cat([x])``) unless the function
-        says eager returns it as a view of an argument (attribute ``output_views``, the
-        positions of such outputs): any other output of eager is a tensor of its own, and a
-        caller that writes into it must not write into its input."""
+        """Where the function carries eager's output contract (attribute ``output_views``, the
+        positions of the outputs eager returns as views of an argument; the importer always
+        writes it), copy each other output that lives in an argument's storage (the argument
+        itself, a view of it, an identity folded away: ``x.clone()``, ``torch.cat([x])``):
+        eager returns a tensor of its own, and a caller that writes into it must not write
+        into its input. Copy too an output whose layout is not its declared type's (eager's
+        strides: ``x.permute(...).contiguous()`` imports as the permute, an alias)."""
         views = self.g.attrs.get("output_views")
-        views = views if isinstance(views, list) else []
+        if not isinstance(views, list):  # no contract with eager (a program written by hand)
+            return
         args = {id(a) for a in self.g.args}
         for k, v in enumerate(self.g.outputs):
             if k in views:
@@ -230,7 +233,7 @@ class GraphLowering:
                 why = "returned in eager's layout"
             else:
                 continue
-            if not is_dense(declared):  # a layout no loop node writes: any dense one will do
+            if not is_writable(declared):  # overlapping: a loop node writes a contiguous one
                 declared = declared.contiguous()
             if why.endswith("layout"):
                 why += f", {declared}"
@@ -241,7 +244,8 @@ class GraphLowering:
             node.body = b.build(b.load(self.access(v), idx))
             node.attrs["copy"] = why
             self._add(node)
-            self.stats["copies"] += 1
+            # counted apart from the views' copies, and only where there are any
+            self.stats["output-copies"] = self.stats.get("output-copies", 0) + 1
             self.g.outputs[k] = copy
 
     def _add(self, node: Node) -> Any:

@@ -404,18 +404,19 @@ def same_layout(a: TensorType, b: TensorType) -> bool:
     return all(is_one(d) or _same(s, t) for d, s, t in zip(a.shape, a.strides, b.strides))
 
 
-def is_dense(t: TensorType) -> bool:
-    """Whether ``t``'s layout is a permutation of a contiguous one with offset 0 (PyTorch's
-    "non-overlapping and dense"): a buffer of that layout holds each element once, with no
-    gap, so a loop node can write it. Only known strides are compared."""
+def is_writable(t: TensorType) -> bool:
+    """Whether a loop node can write a result of layout ``t``: offset 0 and no two elements at
+    one storage position (PyTorch's "non-overlapping": each dimension's stride, in increasing
+    order, at least the extent of the dimensions before it; a permutation of a contiguous
+    layout, or one with gaps like ``empty_strided``'s). Only known strides are compared."""
     if not is_zero(t.offset):
         return False
     dims = [(s, d) for d, s in zip(t.shape, t.strides) if not is_one(d)]
     if not all(isinstance(s, int) and isinstance(d, int) for s, d in dims):
         return t.layout is None
-    expected = 1
+    extent = 1
     for s, d in sorted(dims, key=lambda sd: sd[0]):
-        if s != expected:
+        if s < extent:
             return False
-        expected *= d
+        extent = s * d
     return True
