@@ -30,7 +30,9 @@ import torch.fx
 from fir.ir.dtypes import DType
 from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
+from fir.ir.ops import OPS
 from fir.ir.types import TensorType
+from fir.passes.lowering.views import is_writable
 
 from .aten import CONVERTERS
 from .aten.collectives import TOKEN_TYPE, effect_extern
@@ -365,6 +367,7 @@ class Importer:
     def outputs(self, n: torch.fx.Node) -> None:
         outs = n.args[0]
         flat = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        tensors: list[torch.fx.Node] = []  # the outputs the function returns, in its order
         for k, o in enumerate(flat):
             v = self.values.get(o) if isinstance(o, torch.fx.Node) else o
             if not isinstance(v, Value):
@@ -372,6 +375,72 @@ class Importer:
                 continue
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
+            tensors.append(o)
+        # eager's output contract, which ``lower`` keeps: these outputs may be views of an
+        # input, every other one is a tensor of its own in the layout its declared type says
+        views = self.graph.attrs["output_views"] = self._output_views(tensors)
+        for k, o in enumerate(tensors):
+            self._eager_layout(k, o, k in views)
+
+    def _eager_storage(self, o: torch.fx.Node) -> None:
+        """Lay the value of ``o`` out in storage as eager does, where an extern view (a view op
+        run by PyTorch: ``as_strided``, ``view.dtype``) sees its storage: the op that computes
+        it writes it in eager's layout where that has no overlap (channels-last after a
+        convolution)."""
+        v = self.values.get(o)
+        val = o.meta.get("val", o.meta.get("example_value"))
+        if not isinstance(v, Value) or not isinstance(val, torch.Tensor):
+            return
+        eager = tensor_type(val, keep_layout=True)
+        owner = v.owner
+        if (
+            eager.layout is not None
+            and v.type.layout is None
+            and eager.dtype == v.type.dtype
+            and tuple(eager.shape) == tuple(v.type.shape)
+            and isinstance(owner, TensorOp)
+            and OPS[owner.op].category != "view"
+            and is_writable(eager)
+        ):
+            v.type = eager
+
+    def _eager_layout(self, k: int, o: torch.fx.Node, view: bool) -> None:
+        """Declare output ``k`` with the layout eager gives it (its example value's strides and
+        offset: a pointwise op on a permuted or channels-last input keeps that order, a view
+        keeps its own). The op that computes a fresh output in a layout with no overlap writes it in
+        that layout; ``lower`` copies any other output whose layout differs."""
+        v = self.graph.outputs[k]
+        val = o.meta.get("val", o.meta.get("example_value"))
+        if not isinstance(val, torch.Tensor):
+            return
+        declared = tensor_type(val, keep_layout=True)
+        if declared.dtype != v.type.dtype or tuple(declared.shape) != tuple(v.type.shape):
+            return
+        self.graph.output_types[k] = declared
+        if not view:
+            self._eager_storage(o)
+
+    def _output_views(self, outs: list[Any]) -> list[int]:
+        """The positions of the outputs that eager returns as views of an input (they share
+        the storage of a placeholder's example value): only these may share an argument's
+        storage; every other output is a tensor of its own (``lower`` copies it if needed)."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        def storage(node: Any) -> Any:
+            val = node.meta.get("val", node.meta.get("example_value"))
+            if not isinstance(val, torch.Tensor):
+                return None
+            try:
+                return StorageWeakRef(val.untyped_storage())
+            except (NotImplementedError, RuntimeError):  # a tensor with no storage
+                return None
+
+        inputs = {storage(p) for p in self.placeholders} - {None}
+        return [
+            k
+            for k, o in enumerate(outs)
+            if isinstance(o, torch.fx.Node) and storage(o) is not None and storage(o) in inputs
+        ]
 
     def scalar_output(self, o: Any, v: Any) -> tuple[str, Any]:
         """What a graph output that is no tensor is when the graph runs (see
@@ -557,6 +626,12 @@ class Importer:
         ]
         if len(kept) != len(vals):
             node.attrs["results"] = kept
+        aliases = _aliased_positions(n, kept)
+        if aliases is not None:
+            node.attrs["aliases"] = aliases
+            for k in {k for k in aliases if k is not None}:
+                if isinstance(n.args[k], torch.fx.Node):
+                    self._eager_storage(n.args[k])
         self.graph.nodes.append(node)
         by_position = dict(zip(kept, node.results))
         self.values[n] = (
@@ -624,6 +699,41 @@ def _extern_arg(a: Any, op: str) -> Any:
     raise UnsupportedError(
         f"{op}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call"
     )
+
+
+def _aliased_positions(n: torch.fx.Node, kept: list[int]) -> list[int | None] | None:
+    """For each kept result of an extern call, the positional argument whose storage it lives
+    in, from the op's schema (``Tensor(a) self -> Tensor(a)``: ``aten.view.dtype``, any view or
+    in-place op run by PyTorch); None where it is memory of its own. None when no result is
+    a view. A view of an argument passed by keyword is unsupported (the graph runs with
+    PyTorch) rather than planned as memory of its own."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return None
+    sets = []
+    for r in schema.returns:
+        info = r.alias_info
+        sets.append(set(info.before_set) if info is not None else set())
+    if not any(sets):
+        return None
+    out: list[int | None] = []
+    for k in kept:
+        # one returned list (``Tensor(a)[]``: split, unbind) covers every result
+        wanted = sets[0] if len(sets) == 1 else (sets[k] if k < len(sets) else set())
+        found: int | None = None
+        for i, a in enumerate(schema.arguments):
+            info = a.alias_info
+            if not wanted or info is None or not wanted & set(info.before_set):
+                continue
+            if i >= len(n.args):
+                raise UnsupportedError(
+                    f"{n.name}: {target_name(n.target)} returns a view of argument '{a.name}', "
+                    "passed by keyword"
+                )
+            found = i
+            break
+        out.append(found)
+    return out if any(k is not None for k in out) else None
 
 
 def _is_with_effects(n: torch.fx.Node) -> bool:

@@ -88,6 +88,7 @@ ANNOTATION_KEYS = frozenset(
         "inplace",  # plan-memory: writes into the storage of this input, element for element
         "frees",  # plan-memory: buffers whose last use is this node
         "mutates",  # extern calls: positional arguments written in place (``mutates = [0]``)
+        "aliases",  # extern calls: the argument each result is a view of (``aliases = [0]``)
         "nofuse",  # fuse: never fuse this node (``true``) or never with these nodes (``[%a]``)
         "copy",  # lower: why a view is a copy, not an alias (no strides express it, …)
     }

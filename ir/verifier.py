@@ -477,6 +477,20 @@ class _GraphVerifier:
                         f"'mutates' names argument {k}, which is not a tensor argument", n.loc, n
                     )
 
+        aliases = n.attrs.get("aliases")
+        if aliases is not None:
+            if not isinstance(aliases, list) or len(aliases) != len(n.results):
+                raise self.error(
+                    f"'aliases' must have one entry per result ({len(n.results)})", n.loc, n
+                )
+            for k in aliases:
+                if k is not None and not (
+                    _is_int(k) and 0 <= k < len(n.args) and isinstance(n.args[k], Value)
+                ):
+                    raise self.error(
+                        f"'aliases' names argument {k}, which is not a tensor argument", n.loc, n
+                    )
+
     # -- dependencies (``deps { … }``): every name refers to a value or node that exists
 
     def node_deps(self, n: Node) -> None:

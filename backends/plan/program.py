@@ -128,6 +128,8 @@ def _reinplace(steps: list[Step], buffers: dict[str, Buffer], frees: dict[int, l
         if variant is None or not isinstance(first, Value) or first.name not in buffers:
             continue
         b = buffers[first.name]
+        if _is_extern_view(first):  # its memory is another buffer's, maybe the caller's
+            continue
         if not b.argument and b.storage in frees.get(k, ()):
             st.in_place = variant
 
@@ -265,6 +267,12 @@ def _root(v: Value) -> Value:
     from fir.ir.graph import alias_root
 
     return alias_root(v)
+
+
+def _is_extern_view(v: Value) -> bool:
+    from fir.passes.analysis.deps import aliased_argument
+
+    return aliased_argument(v) is not None
 
 
 def _max(a: Dim, b: Dim) -> Dim:

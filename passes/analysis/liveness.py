@@ -37,6 +37,8 @@ from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node, Value, al
 from fir.ir.kernels import Step, steps
 from fir.ir.types import Dim, TensorType
 
+from .deps import aliased_argument, storage_bases
+
 DEFAULT_DEVICE = "cpu"
 PLAN_KEYS = ("frees", "reuses", "inplace")
 
@@ -89,14 +91,24 @@ def node_reads(g: Graph) -> list[list[Value]]:
         values = n.operand_values()
         if any(isinstance(v.owner, AliasNode) for v in values) or isinstance(n, AliasNode):
             values = [alias_root(v) for v in values]
+        if any(isinstance(v.owner, ExternNode) and "aliases" in v.owner.attrs for v in values):
+            # a result of an extern view (``aliases``) has storage of its own only in name: a
+            # read of it is a read of the buffers it lives in too, which it keeps alive
+            values = values + [b for v in values for b in storage_bases(v)]
         out.append(unique_values(values))
     return out
 
 
 def output_storages(g: Graph) -> set[int]:
-    """``id`` of the values whose storage the function returns: its outputs, and the bases of
-    outputs that are aliases."""
-    return {id(v) for v in g.outputs} | {id(alias_root(v)) for v in g.outputs}
+    """``id`` of the values whose storage the function returns: its outputs, and the buffers
+    that outputs which are views (alias nodes, extern views) live in."""
+    return {id(v) for v in g.outputs} | {id(b) for v in g.outputs for b in storage_bases(v)}
+
+
+def is_extern_view(v: Value) -> bool:
+    """A result of an extern call that lives in an argument's storage (``aliases``): never
+    written over, never handed to another buffer."""
+    return aliased_argument(v) is not None
 
 
 def is_alias(v: Value) -> bool:
@@ -395,6 +407,9 @@ class _Walk:
         if id(v) in self.outputs:
             self.problem(n, f"computes in place of %{v.name}, which the function returns")
             return False
+        if is_extern_view(v):
+            self.problem(n, f"computes in place of %{v.name}, a view of another buffer's storage")
+            return False
         if not self.check_intact(n, v, "computes in place of"):
             return False
         st = self.storage_of[id(v)]
@@ -408,6 +423,9 @@ class _Walk:
             return False
         if not isinstance(n, LoopNode):
             self.problem(n, "only a loop node can write into reused storage")
+            return False
+        if is_extern_view(d):
+            self.problem(n, f"reuses %{d.name}, a view of another buffer's storage")
             return False
         st = self.storage_of[id(d)]
         if st.caller_owned:

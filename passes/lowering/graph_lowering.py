@@ -20,12 +20,14 @@ from fir.ir.graph import (
     Node,
     TensorOp,
     Value,
+    alias_root,
 )
 from fir.ir.types import Dim, Layout, TensorType
 
+from ..analysis.deps import storage_bases
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
 from .externs import extern_call
-from .views import Access, Index, buffer_access, is_zero
+from .views import Access, Index, buffer_access, is_writable, is_zero, same_layout
 
 BodyFn = Callable[[BodyBuilder, tuple[Index, ...]], BodyOperand]
 Lowering = Callable[["GraphLowering", TensorOp], None]
@@ -76,6 +78,7 @@ class GraphLowering:
                 self.nodes.append(n)
         for v in self.g.outputs:
             self.materialize(v)
+        self.fresh_outputs()
         self.g.nodes = self.nodes
 
     # -- what lowerings call
@@ -207,6 +210,43 @@ class GraphLowering:
         node.attrs["copy"] = copy_because
         self._add(node)
         self.stats["copies"] += 1
+
+    def fresh_outputs(self) -> None:
+        """Where the function carries eager's output contract (attribute ``output_views``, the
+        positions of the outputs eager returns as views of an argument; the importer always
+        writes it), copy each other output that lives in an argument's storage (the argument
+        itself, a view of it, an identity folded away: ``x.clone()``, ``torch.cat([x])``):
+        eager returns a tensor of its own, and a caller that writes into it must not write
+        into its input. Copy too an output whose layout is not its declared type's (eager's
+        strides: ``x.permute(...).contiguous()`` imports as the permute, an alias)."""
+        views = self.g.attrs.get("output_views")
+        if not isinstance(views, list):  # no contract with eager (a program written by hand)
+            return
+        args = {id(a) for a in self.g.args}
+        for k, v in enumerate(self.g.outputs):
+            if k in views:
+                continue
+            declared = self.g.output_types[k] if k < len(self.g.output_types) else v.type
+            if any(id(b) in args for b in (v, *storage_bases(v))):
+                why = f"returned: a tensor of its own, not %{alias_root(v).name}'s storage"
+            elif not same_layout(v.type, declared):
+                why = "returned in eager's layout"
+            else:
+                continue
+            if not is_writable(declared):  # overlapping: a loop node writes a contiguous one
+                declared = declared.contiguous()
+            if why.endswith("layout"):
+                why += f", {declared}"
+            copy = self.helper_value(v, "copy", declared)
+            ranges, idx = pointwise_space(v.type.shape, self.loop_names)
+            b = BodyBuilder(ranges)
+            node = LoopNode([copy], loc=self.g.return_loc, ranges=ranges)
+            node.body = b.build(b.load(self.access(v), idx))
+            node.attrs["copy"] = why
+            self._add(node)
+            # counted apart from the views' copies, and only where there are any
+            self.stats["output-copies"] = self.stats.get("output-copies", 0) + 1
+            self.g.outputs[k] = copy
 
     def _add(self, node: Node) -> Any:
         for k, r in enumerate(node.results):

@@ -27,7 +27,7 @@ from typing import Any
 import sympy
 from fir.ir.graph import Value
 from fir.ir.symbolic import FloorDiv, Modulo, index_var, simplify_index
-from fir.ir.types import Dim, contiguous_strides
+from fir.ir.types import Dim, TensorType, contiguous_strides
 
 Index = Any  # an index expression: a Python int or a sympy expression
 
@@ -389,3 +389,34 @@ def _smaller(a: Dim, b: Dim) -> bool | None:
     if _ratio(a, b) is not None:
         return False
     return None
+
+
+def same_layout(a: TensorType, b: TensorType) -> bool:
+    """Whether ``a`` and ``b`` put every element at the same storage position: equal offsets
+    and strides, except the strides of dimensions of size 1 (never used) and any tensor with
+    no element."""
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    if any(is_zero(d) for d in a.shape):
+        return True
+    if not _same(a.offset, b.offset):
+        return False
+    return all(is_one(d) or _same(s, t) for d, s, t in zip(a.shape, a.strides, b.strides))
+
+
+def is_writable(t: TensorType) -> bool:
+    """Whether a loop node can write a result of layout ``t``: offset 0 and no two elements at
+    one storage position (PyTorch's "non-overlapping": each dimension's stride, in increasing
+    order, at least the extent of the dimensions before it; a permutation of a contiguous
+    layout, or one with gaps like ``empty_strided``'s). Only known strides are compared."""
+    if not is_zero(t.offset):
+        return False
+    dims = [(s, d) for d, s in zip(t.shape, t.strides) if not is_one(d)]
+    if not all(isinstance(s, int) and isinstance(d, int) for s, d in dims):
+        return t.layout is None
+    extent = 1
+    for s, d in sorted(dims, key=lambda sd: sd[0]):
+        if s < extent:
+            return False
+        extent = s * d
+    return True

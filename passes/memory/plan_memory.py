@@ -15,10 +15,13 @@ For every node, in program order (Inductor's ``compute_last_usage`` and buffer r
    is released right after its own node without an annotation (no attribute can name the node's
    own result); ``dce`` normally removes it first.
 
-Two kinds of storage are released but never handed to another buffer: what a collective call
-(``effect = "collective"``) reads, which the communication may still read until its wait, and
-the results of an extern call that writes an argument in place, which may be that argument's
-own memory (a wait returns the tensor it waited for).
+Three kinds of storage are released but never handed to another buffer nor written in place:
+what a collective call (``effect = "collective"``) reads, which the communication may still read
+until its wait; the results of an extern call that writes an argument in place, which may be
+that argument's own memory (a wait returns the tensor it waited for); and the results of an
+extern call that are views of an argument (``aliases``, a view op run by PyTorch such as
+``aten.view.dtype``): their memory is the argument's, the caller's when it is an input. A read
+of such a view is a read of its argument too, which stays alive as long as the view.
 
 Earlier plan annotations are dropped and planned again, so the pass can run twice. The analysis
 behind it (sizes, lifetimes, peak memory) is :mod:`fir.passes.analysis.liveness`.
@@ -31,7 +34,7 @@ from typing import Any
 from fir.ir.graph import AliasNode, Graph, LoopNode, Module, Node, Value, alias_root
 from fir.ir.kernels import Step, steps
 
-from ..analysis.deps import effect_of, mutated_values
+from ..analysis.deps import aliased_argument, effect_of, mutated_values
 from ..analysis.liveness import (
     PLAN_KEYS,
     footprint,
@@ -179,6 +182,8 @@ def _never_recycled(g: Graph) -> set[int]:
             out.update(id(alias_root(v)) for v in n.operand_values())
         if mutated_values(n):
             out.update(id(r) for r in n.results)
+        # an extern view (``aliases``) lives in its argument's storage, which may be the caller's
+        out.update(id(r) for r in n.results if aliased_argument(r) is not None)
     return out
 
 
