@@ -600,12 +600,8 @@ class Importer:
                 )
         if not kept:
             raise UnsupportedError(f"{n.name}: {name} returns no tensor")
-        copy = _copying_variant(n.target)
-        if copy is not None:
-            # a view op: its result would share an argument's memory, which FIR's buffers
-            # never do (a later in-place write would reach the argument); its ``_copy``
-            # variant returns the same values in memory of their own
-            name = copy
+        # a view op run by PyTorch returns a view of its argument, no copy: ``aliases`` below
+        # says so, and plan-memory never writes such a result in place nor reuses its memory
         node = ExternNode(
             results=[],
             callee=name,
@@ -618,7 +614,7 @@ class Importer:
         node.results = [
             Value(
                 self.unique(base if k == 0 else f"{base}_{k}"),
-                tensor_type(vals[k], keep_layout=copy is None),
+                tensor_type(vals[k], keep_layout=True),
                 node,
                 j,
             )
@@ -637,29 +633,6 @@ class Importer:
         self.values[n] = (
             [by_position.get(k, v) for k, v in enumerate(vals)] if multi else node.results[0]
         )
-
-
-def _copying_variant(target: Any) -> str | None:
-    """``aten.slice_copy.Tensor`` for the view op ``aten.slice.Tensor`` (a result that aliases
-    an argument, read-only); None for an op that is no view or returns several tensors. A view
-    op with no copying variant cannot be an extern call."""
-    if not isinstance(target, torch._ops.OpOverload):
-        return None
-    returns = target._schema.returns
-    if not any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
-        return None
-    if len(returns) != 1 or not isinstance(returns[0].type, torch.TensorType):
-        # ``split_copy`` and kin return views of one new buffer: the call keeps the views
-        return None
-    packet = f"{target._opname}_copy"
-    ns = getattr(torch.ops, target.namespace)
-    variant = getattr(getattr(ns, packet, None), target._overloadname, None)
-    if not isinstance(variant, torch._ops.OpOverload):
-        raise UnsupportedError(
-            f"{target} is a view op with no copying variant; FIR cannot call it as an extern "
-            "(its result would share memory with its argument)"
-        )
-    return str(variant)
 
 
 def graph_device(gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> torch.device:

@@ -52,7 +52,7 @@ _EMPTY_REDUCTIONS = frozenset(["max", "min", "argmax", "argmin"])
 
 # the most elements :func:`layout_overlaps` enumerates to decide a layout the sorted-stride
 # rule cannot (larger ones are refused)
-_OVERLAP_POINTS = 1 << 22
+_OVERLAP_POINTS = 1 << 20
 
 
 def layout_overlaps(t: TensorType) -> bool:
@@ -90,15 +90,17 @@ def _static_overlap(dims: list[tuple[int, int]]) -> bool:
         reach += (d - 1) * s
     else:
         return False  # each stride steps past everything the smaller ones reach
+    if any(st == 0 for _, st in moving):
+        return True  # a broadcast dimension: its elements share memory
     points = math.prod(d for d, _ in moving)
     if points > _OVERLAP_POINTS:
         return True  # cannot be shown apart
-    import torch  # only here: a layout the rule above cannot decide is rare
-
-    offsets = torch.zeros(1, dtype=torch.int64)
-    for d, s in moving:
-        offsets = (offsets.unsqueeze(1) + torch.arange(d, dtype=torch.int64) * s).flatten()
-    return int(torch.unique(offsets).numel()) != points
+    # every element's offset, counted in plain Python: torch may be under a fake-tensor mode
+    # here (the frontend verifies while Dynamo traces), where its ops compute nothing
+    offsets = {0}
+    for d, st in moving:
+        offsets = {o + k * st for o in offsets for k in range(d)}
+    return len(offsets) != points
 
 
 def _is_int(v: Any) -> bool:
@@ -253,7 +255,9 @@ class _GraphVerifier:
                 )
             # FIR writes what a tensor op or a loop node computes; a view, an argument or an
             # extern call's result (``as_strided`` in PyTorch) may overlap as eager's do
-            written = isinstance(v.owner, (TensorOp, LoopNode))
+            written = isinstance(v.owner, LoopNode) or (
+                isinstance(v.owner, TensorOp) and OPS[v.owner.op].category != "view"
+            )
             if t.layout is not None and written and layout_overlaps(t):
                 raise self.error(
                     f"result #{k} of @{g.name} is declared {t}, whose elements overlap: a "
