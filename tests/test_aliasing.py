@@ -151,3 +151,17 @@ def test_as_strided_of_channels_last_result(backend: str) -> None:
     # as_strided reads the storage, which eager lays out channels-last
     check_like_eager(lambda x: torch.as_strided(x + 1, (2, 3, 4, 5), (60, 20, 5, 1)), make, backend)
     check_like_eager(lambda x: torch.as_strided(torch.relu(x), (8,), (3,)), make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_extern_view_of_a_view_of_a_padded_result(backend: str) -> None:
+    # conformance's test_conv_with_as_strided: an as_strided PyTorch runs over a view of a
+    # padded buffer; its reader keeps the padded buffer alive (the view node between has no
+    # storage of its own), so the memory plan must not report it overwritten
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        p = torch.nn.functional.pad(x, [2, 2, 2, 2])
+        a = torch.as_strided(p, (1, 2, 2, 20, 12), (800, 400, 160, 1, 20))
+        b = torch.as_strided(a, (1, 2, 2, 2, 12, 12), (800, 400, 160, 8, 20, 1))
+        return b.clone()
+
+    check_like_eager(fn, lambda: [torch.randn(1, 2, 16, 16)], backend)

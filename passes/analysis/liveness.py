@@ -94,7 +94,8 @@ def node_reads(g: Graph) -> list[list[Value]]:
         if any(isinstance(v.owner, ExternNode) and "aliases" in v.owner.attrs for v in values):
             # a result of an extern view (``aliases``) has storage of its own only in name: a
             # read of it is a read of the buffers it lives in too, which it keeps alive
-            values = values + [b for v in values for b in storage_bases(v)]
+            # (a view node among those bases lives in its root's storage, which is listed too)
+            values = values + [b for v in values for b in storage_bases(v) if not is_alias(b)]
         out.append(unique_values(values))
     return out
 
