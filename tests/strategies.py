@@ -387,11 +387,15 @@ class FuncBuilder:
     def shape(self, rank: int, allow_zero: bool = False) -> tuple[Any, ...]:
         return tuple(self.dim(allow_zero) for _ in range(rank))
 
-    def layout(self, shape: tuple[Any, ...]) -> Layout | None:
+    def layout(self, shape: tuple[Any, ...], overlap: bool = True) -> Layout | None:
+        """A layout for ``shape``, or None; ``overlap``: broadcast (overlapping) strides may
+        come out (arguments, views, extern results), not for what a loop node computes."""
         c = self.c
         if not c.chance(30):
             return None
         form = c.integer(0, 2)
+        if form == 1 and not overlap:
+            form = 0
         if form == 0:  # a permuted (non-overlapping) layout
             order = c.permutation(range(len(shape)))
             perm_strides = contiguous_strides(tuple(shape[k] for k in order))
@@ -1353,7 +1357,7 @@ class LoopFuncBuilder(FuncBuilder):
             shape = (math.prod(shape),)
         if c.chance(15):
             shape = shape + (1,)
-        layout = self.layout(shape) if c.chance(30) else None
+        layout = self.layout(shape, overlap=False) if c.chance(30) else None
         types = [TensorType(out_dt, shape, layout)] * (3 if kind == "welford" else 1)
         attrs = attr_dict(c, self.syms) if c.chance(25) else {}
         node = LoopNode(
