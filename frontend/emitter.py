@@ -16,6 +16,7 @@ import torch
 import torch.fx
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
+from fir.ir.externs import encode_torch_object
 from fir.ir.graph import Literal, Node, TensorOp, Value
 from fir.ir.ops import OPS, TypeRule
 from fir.ir.types import Layout, TensorType, contiguous_strides
@@ -182,3 +183,23 @@ class Emitter:
         if x is None or isinstance(x, bool | int | float):
             return Literal(x)
         raise Fallback(f"argument {x!r} is not a scalar")
+
+
+def extern_argument(a: Any, where: str) -> Any:
+    """An op argument as an extern call's argument (numbers, strings, values, dtypes, sizes,
+    devices and layouts as ``torch:`` strings, lists of these); ``where`` names the call in the
+    error for anything else."""
+    if a is None or isinstance(a, (bool, int, float, str, Value)):
+        return a
+    if isinstance(a, (list, tuple)):
+        return [extern_argument(x, where) for x in a]
+    if isinstance(a, torch.dtype):
+        return DType.from_torch(a)
+    if isinstance(a, torch.SymInt):
+        return size_value(a)
+    enc = encode_torch_object(a)
+    if enc is not None:
+        return enc
+    raise UnsupportedError(
+        f"{where}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call"
+    )

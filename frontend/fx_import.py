@@ -28,7 +28,6 @@ from typing import Any
 import torch
 import torch.fx
 from fir.ir.dtypes import DType
-from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
 from fir.ir.ops import OPS
 from fir.ir.types import TensorType
@@ -36,7 +35,15 @@ from fir.passes.lowering.views import is_writable
 
 from .aten import CONVERTERS
 from .aten.collectives import TOKEN_TYPE, effect_extern
-from .emitter import Emitter, Fallback, UnsupportedError, meta_value, size_value, tensor_type
+from .emitter import (
+    Emitter,
+    Fallback,
+    UnsupportedError,
+    extern_argument,
+    meta_value,
+    size_value,
+    tensor_type,
+)
 
 
 @dataclass
@@ -540,8 +547,8 @@ class Importer:
         outs = effect_extern(
             em,
             callee,
-            [_extern_arg(self.arg(a), callee) for a in op_args],
-            {k: _extern_arg(self.arg(v), callee) for k, v in n.kwargs.items()},
+            [extern_argument(self.arg(a), callee) for a in op_args],
+            {k: extern_argument(self.arg(v), callee) for k, v in n.kwargs.items()},
             "ordered",
             results,
         )
@@ -572,8 +579,8 @@ class Importer:
         (out,) = effect_extern(
             em,
             name,
-            [_extern_arg(self.arg(a), name) for a in n.args],
-            {k: _extern_arg(self.arg(v), name) for k, v in n.kwargs.items()},
+            [extern_argument(self.arg(a), name) for a in n.args],
+            {k: extern_argument(self.arg(v), name) for k, v in n.kwargs.items()},
             "assert",
             [meta_value(n)] if functional else [None],
         )
@@ -605,8 +612,8 @@ class Importer:
         node = ExternNode(
             results=[],
             callee=name,
-            args=[_extern_arg(a, name) for a in args],
-            kwargs={k: _extern_arg(v, name) for k, v in kwargs.items()},
+            args=[extern_argument(a, name) for a in args],
+            kwargs={k: extern_argument(v, name) for k, v in kwargs.items()},
         )
         base = self.value_name(n.name)
         # an extern call's result keeps the layout PyTorch gives it (attention returns its
@@ -655,23 +662,6 @@ def graph_device(gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> 
         if t.device.type != "cpu":
             return t.device
     return torch.device("cpu")
-
-
-def _extern_arg(a: Any, op: str) -> Any:
-    if a is None or isinstance(a, (bool, int, float, str, Value)):
-        return a
-    if isinstance(a, (list, tuple)):
-        return [_extern_arg(x, op) for x in a]
-    if isinstance(a, torch.dtype):
-        return DType.from_torch(a)
-    if isinstance(a, torch.SymInt):
-        return size_value(a)
-    enc = encode_torch_object(a)
-    if enc is not None:
-        return enc
-    raise UnsupportedError(
-        f"{op}: argument {a!r} of type {type(a).__name__} cannot be passed to an extern call"
-    )
 
 
 def _aliased_positions(n: torch.fx.Node, kept: list[int]) -> list[int | None] | None:

@@ -34,7 +34,14 @@ from fir.ir.externs import encode_torch_object
 from fir.ir.graph import AliasNode, ExternNode, Value
 from fir.ir.types import Layout, TensorType, contiguous_strides
 
-from ..emitter import Emitter, UnsupportedError, meta_value, size_value, tensor_type
+from ..emitter import (
+    Emitter,
+    UnsupportedError,
+    extern_argument,
+    meta_value,
+    size_value,
+    tensor_type,
+)
 from .collectives import TOKEN_TYPE
 from .registry import register
 
@@ -75,7 +82,7 @@ def _auto_functionalized_v2(em: Emitter, op: Any, **kwargs: Any) -> list[Any]:
             else:
                 written.append(len(args))
         elif a.name in kwargs:
-            value = _plain(kwargs.pop(a.name), where)
+            value = extern_argument(kwargs.pop(a.name), where)
         elif a.has_default_value():
             if not a.kwarg_only:
                 missing = True
@@ -225,22 +232,6 @@ def _alias(
     node.results = [Value(em.name("view"), t, node, 0)]
     em.nodes.append(node)
     return node.results[0]
-
-
-def _plain(a: Any, where: str) -> Any:
-    """An argument that is not written, as an extern argument."""
-    if a is None or isinstance(a, (bool, int, float, str, Value)):
-        return a
-    if isinstance(a, (list, tuple)):
-        return [_plain(x, where) for x in a]
-    if isinstance(a, torch.dtype):
-        return DType.from_torch(a)
-    if isinstance(a, torch.SymInt):
-        return size_value(a)
-    enc = encode_torch_object(a)
-    if enc is not None:
-        return enc
-    raise UnsupportedError(f"{where}: argument {a!r} of type {type(a).__name__} cannot be passed")
 
 
 def _call(
