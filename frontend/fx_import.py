@@ -31,6 +31,7 @@ from fir.ir.dtypes import DType
 from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
 from fir.ir.ops import OPS
 from fir.ir.types import TensorType
+from fir.ir.verifier import layout_overlaps
 from fir.passes.lowering.views import is_writable
 
 from .aten import CONVERTERS
@@ -422,6 +423,10 @@ class Importer:
             return
         declared = tensor_type(val, keep_layout=True)
         if declared.dtype != v.type.dtype or tuple(declared.shape) != tuple(v.type.shape):
+            return
+        if not view and layout_overlaps(declared):
+            # eager returns an overlapping view of an intermediate (``unfold``): a result of
+            # its own cannot be laid out so, and keeps the dense layout FIR gives it
             return
         self.graph.output_types[k] = declared
         if not view:

@@ -227,6 +227,8 @@ class GraphLowering:
             if k in views:
                 continue
             declared = self.g.output_types[k] if k < len(self.g.output_types) else v.type
+            if any(d == 0 for d in v.type.shape if isinstance(d, int)):
+                continue  # no element: nothing a caller could write through, nothing to copy
             if any(id(b) in args for b in (v, *storage_bases(v))):
                 why = f"returned: a tensor of its own, not %{alias_root(v).name}'s storage"
             elif not same_layout(v.type, declared):
