@@ -293,6 +293,24 @@ def test_symbolic_sizes_compile_once() -> None:
             torch.testing.assert_close(o.cpu(), w, rtol=1e-4, atol=1e-4)
 
 
+TRANSPOSED_OVER_SYMBOLS = """
+func @rope_like(%x: f32[s0, s1, 4, 8], %y: f32[8]) -> (f32[s0, 4, s1, 8]) {
+  %t = transpose %x {dim0 = 1, dim1 = 2} : f32[s0, 4, s1, 8]
+  %r = mul %t, %y : f32[s0, 4, s1, 8]
+  %o = add %r, 1.0 : f32[s0, 4, s1, 8]
+  return %o
+}
+"""
+
+
+@pytest.mark.parametrize("s0, s1", [(2, 3), (3, 5), (1, 16)])
+def test_a_flat_index_splits_by_products_of_symbolic_sizes(s0: int, s1: int) -> None:
+    """Llama's rotary embedding under dynamic=True: the store is transposed, so the flat index
+    splits by ``8*s1`` and ``32*s1``; printed as ``xindex // 32*s1`` it read and wrote out of
+    bounds (a crash in the interpreter, an illegal address on the GPU)."""
+    check(TRANSPOSED_OVER_SYMBOLS, sizes={"s0": s0, "s1": s1})
+
+
 # ---------------------------------------------------------------------------------------------
 # faults
 

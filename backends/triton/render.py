@@ -464,15 +464,15 @@ class _Writer:
         for k, lp in enumerate(reversed(loops)):
             var = lp.var.name
             self.loop_vars[var] = axis
-            size = self._dim(lp.size)
+            size = _operand(self._dim(lp.size))
             if len(loops) == 1:
                 self.emit(f"{var} = {index}")
             elif k == 0:
                 self.emit(f"{var} = {index} % {size}")
             elif k == len(loops) - 1:
-                self.emit(f"{var} = {index} // {self._dim(inner)}")
+                self.emit(f"{var} = {index} // {_operand(self._dim(inner))}")
             else:
-                self.emit(f"{var} = ({index} // {self._dim(inner)}) % {size}")
+                self.emit(f"{var} = ({index} // {_operand(self._dim(inner))}) % {size}")
             inner = dims_mul((inner, lp.size))
 
     def _head(self) -> None:
@@ -822,6 +822,12 @@ def render_kernel(
     w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
     source = w.write()
     return source, cfg, w.fails
+
+
+def _operand(text: str) -> str:
+    """``text`` as an operand of ``//`` or ``%``: a product of symbolic sizes (``64*ks_s27``)
+    in parentheses, since Python reads ``i // 64*s`` as ``(i // 64)*s``."""
+    return text if re.fullmatch(r"\w+", text) else f"({text})"
 
 
 def _ceil_div(numerator: str, block: int) -> str:
