@@ -171,15 +171,20 @@ def call_source(
         on_device = {"cpu": "is_cpu", "cuda": "is_cuda"}.get(place.type, "")
     # what each live storage's tensor is known to be: (shape, strides), or None if unknown
     known: dict[int, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
-    for (dtype, shape, number), x in zip(fast.inputs, names):
+    for (dtype, shape, number, strides), x in zip(fast.inputs, names):
         where = f"not {x}.{on_device}" if on_device else f"{x}.device.type != {place.type!r}"
+        # a contiguous input, or one in the strides the program was compiled for (kernels
+        # index it from its first element: the tensor itself is the storage)
+        layout = (
+            f"not {x}.is_contiguous()" if strides is None else f"{x}.stride() != {w.const(strides)}"
+        )
         w.line(
             f"if {x}.dtype is not {w.const(dtype)} or {x}.shape != {w.const(shape)} "
-            f"or not {x}.is_contiguous() or {where}:"
+            f"or {layout} or {where}:"
         )
         w.line("return None", 2)
         w.line(f"s{number} = {x}")
-        known[number] = (tuple(shape), _contiguous(shape))
+        known[number] = (tuple(shape), strides if strides is not None else _contiguous(shape))
 
     def ref(a: Ref) -> str:
         s = f"s{a.storage}"

@@ -37,7 +37,8 @@ CompiledProgram = Any
 
 @dataclass
 class FastPlan:
-    inputs: list[tuple[torch.dtype, tuple[int, ...], int]]
+    # each input's dtype, shape, storage, and strides where it is not contiguous
+    inputs: list[tuple[torch.dtype, tuple[int, ...], int, tuple[int, ...] | None]]
     steps: list[Step]
     outputs: list[tuple[bool, int, tuple[Any, ...] | None]]
     externs: bool  # whether any step calls PyTorch
@@ -62,16 +63,25 @@ def _static(d: Any) -> int:
 
 def build_fast_plan(p: CompiledProgram) -> FastPlan | None:
     """``p``'s call resolved, or None where the general path must run (size symbols, an input
-    in a layout of its own)."""
-    plan = p.plan
+    that does not start its storage)."""
     if not p.static:
-        return None
-    if any(b.type.normalized().layout is not None for b in plan.inputs):
         return None
     try:
         return _build(p)
     except _Dynamic:
         return None
+
+
+def _input_strides(b: Any) -> tuple[int, ...] | None:
+    """The strides an input arrives in (a backward graph's saved transposed activation), None
+    for a contiguous one. The caller's tensor is then its storage as it is, which asks that
+    the layout start at the storage's first element."""
+    t = b.type.normalized()
+    if t.layout is None:
+        return None
+    if _static(t.offset) != 0:
+        raise _Dynamic
+    return tuple(_static(s) for s in t.strides)
 
 
 def _layout(p: CompiledProgram, name: str) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -103,7 +113,10 @@ def _argument(p: CompiledProgram, a: Any) -> Any:
 
 def _build(p: CompiledProgram) -> FastPlan:
     plan = p.plan
-    inputs = [(b.type.dtype.to_torch(), tuple(b.type.shape), b.storage) for b in plan.inputs]
+    inputs = [
+        (b.type.dtype.to_torch(), tuple(b.type.shape), b.storage, _input_strides(b))
+        for b in plan.inputs
+    ]
     adopted = {  # storages that take an extern call's result as it comes
         plan.buffers[r.name].storage
         for s in plan.steps

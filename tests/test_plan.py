@@ -386,6 +386,35 @@ def test_the_fast_path_takes_extern_calls_and_matches_the_general_one(offset_inp
         torch.testing.assert_close(c, expected)
 
 
+def test_an_input_in_its_own_strides_takes_the_fast_path() -> None:
+    """A backward graph takes saved activations as transposed views: the shortcut takes an
+    input in the strides it was compiled for as it is (the general path's per-call work made
+    GPT-2's training step host-bound), and sends one in other strides to the general path,
+    which copies it."""
+    text = """func @f(%x: f32[4, 8] strided [1, 4], %w: f32[8, 6]) -> (f32[4, 6], f32[4, 8]) {
+  %m = extern "aten.mm.default"(%x, %w) : f32[4, 6]
+  %e = exp %x : f32[4, 8]
+  return %m, %e
+}"""
+    m = parse_pipeline("fusion").run(parse_module(text))
+    prog = compile_plan(m)
+    assert prog.fast is not None
+    assert "stride() !=" in prog.fast.source
+    w = torch.randn(8, 6)
+    reference = parse_module(text).funcs[0]
+    for x in (torch.randn(8, 4).t(), torch.randn(4, 8), torch.randn(8, 8).t()[::2]):
+        want = run_graph(reference, [x.contiguous(), w])
+        calls = []
+        shortcut = prog.fast.call
+        prog.fast.call = lambda inputs, c=shortcut: calls.append(c(inputs)) or calls[-1]
+        got = prog(x, w)
+        prog.fast.call = shortcut
+        took_it = calls[0] is not None
+        assert took_it == (x.stride() == (1, 4))
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b)
+
+
 def test_the_generated_call_reads_as_the_plan_and_skips_what_is_known() -> None:
     """The fast path is a generated function: one line per kernel and extern call, commented
     with its step; an argument that is its storage's whole tensor (an input) is passed as it
