@@ -22,6 +22,7 @@ _PASSES: dict[str, str] = {
     "reorder": "fir.passes.fusion.reorder:ReorderPass",
     "split-reductions": "fir.passes.fusion.split_reductions:SplitReductionsPass",
     "chunk-collectives": "fir.passes.collectives.chunk_collectives:ChunkCollectivesPass",
+    "pad-matmul": "fir.passes.lowering.pad_matmul:PadMatmulPass",
 }
 
 # name -> pipeline text; expanded where the name appears in a pipeline
@@ -29,8 +30,9 @@ _PIPELINES: dict[str, str] = {
     "cleanup": "canonicalize,cse,canonicalize",
     "lowering": "decompose,lower,inline,deps,dce,plan-memory",
     "fusion": "decompose,lower,inline,deps,dce,fuse,reorder,plan-memory",
-    # the Triton back end's: reductions with few outputs split across programs first
-    "cuda": "decompose,lower,inline,split-reductions,deps,dce,fuse,reorder,plan-memory",
+    # the Triton back end's: large matmuls padded to aligned sizes for the GPU's matmul
+    # library, reductions with few outputs split across programs
+    "cuda": "decompose,pad-matmul,lower,inline,split-reductions,deps,dce,fuse,reorder,plan-memory",
 }
 
 _SUMMARIES: dict[str, str] = {}

@@ -1,0 +1,98 @@
+"""When padding a matmul's unaligned dimension pays on a GPU: the threshold of ``pad-matmul``.
+
+    python benchmarks/gemm_padding.py          # writes docs/benchmarks/gemm-padding.md
+
+For each shape, bf16, CUDA-event medians (``triton.testing.do_bench``) of:
+
+* **plain**: ``a @ w.t()`` as it comes (an unaligned N or K: cuBLAS's slow kernels);
+* **padded, read in place**: the weight padded (a copy), the aligned product; a fused reader
+  reads the padded product where it lies (what ``pad-matmul`` gives a loss or a softmax);
+* **padded + copy**: the same and a copy of the product into a dense result (what it gives a
+  graph output PyTorch must see dense).
+
+An unaligned K pads both operands. The pass pads a product of at least ``min-macs``
+multiply-adds; this table is where that number comes from.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks" / "gemm-padding.md"
+# (M, K, N): GPT-2's LM head and its backward's input gradient, BERT/T5-like shapes, small ones
+SHAPES = [
+    (4096, 768, 50257),
+    (4096, 50257, 768),
+    (2048, 768, 30523),
+    (4096, 4096, 4097),
+    (1024, 1024, 1025),
+    (512, 768, 8193),
+    (256, 256, 1001),
+    (64, 768, 50257),
+    (8, 768, 50257),
+]
+
+
+def padded(n: int) -> int:
+    return -(-n // 8) * 8
+
+
+def measure(m: int, k: int, n: int) -> tuple[float, float, float]:
+    from triton.testing import do_bench
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    k2, n2 = padded(k), padded(n)
+
+    def plain() -> torch.Tensor:
+        return a @ w.t()
+
+    def pad_in_place() -> torch.Tensor:
+        ap = F.pad(a, (0, k2 - k)) if k2 != k else a
+        wp = F.pad(w, (0, k2 - k, 0, n2 - n))
+        return (ap @ wp.t())[:, :n]
+
+    def pad_copy() -> torch.Tensor:
+        return pad_in_place().contiguous()
+
+    # the same product up to bf16 rounding and the library's order of summation
+    want, got = plain().float(), pad_copy().float()
+    assert (got - want).abs().max().item() <= 2e-2 * want.abs().max().item(), (m, k, n)
+    return tuple(  # type: ignore[return-value]
+        float(do_bench(f, warmup=25, rep=100, return_mode="median"))
+        for f in (plain, pad_in_place, pad_copy)
+    )
+
+
+def main() -> None:
+    if not torch.cuda.is_available():
+        sys.exit("gemm_padding: needs a CUDA GPU")
+    rows = [
+        "# Padding unaligned matmuls on the GPU (`pad-matmul`)",
+        "",
+        f"Written by `python benchmarks/gemm_padding.py` on {torch.cuda.get_device_name()}, "
+        f"torch {torch.__version__}; bf16, ms (CUDA-event medians). The module docstring says "
+        "what each column runs.",
+        "",
+        "| M | K | N | M·N·K | plain | padded, in place | padded + copy | speed-up (copy) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m, k, n in SHAPES:
+        plain, in_place, copy = measure(m, k, n)
+        rows.append(
+            f"| {m} | {k} | {n} | {m * n * k:.2g} | {plain:.3f} | {in_place:.3f} | {copy:.3f} "
+            f"| {plain / copy:.2f} |"
+        )
+        print(rows[-1], flush=True)
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(rows) + "\n"
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else DOC
+    out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""``pad-matmul``: give a large matmul whose inner or output dimension is unaligned padded
+operands, so that the GPU's matmul library can take its fast kernels.
+
+cuBLAS runs its Hopper kernels (TMA loads and stores) only where every matrix's leading
+dimension is a multiple of 16 bytes. GPT-2's LM head multiplies ``[4096, 768]`` by the
+transposed ``[50257, 768]`` embedding into ``[4096, 50257]`` bf16 rows of 100,514 bytes: cuBLAS
+falls back to an sm75 kernel that takes 3.3 ms on an H200, where the same product with 50,264
+columns takes 0.44 ms. The pass writes the padding out, where it can be read and tested::
+
+    %mm = matmul %x, %wt : bf16[4096, 50257]
+
+becomes::
+
+    %wt.pad = pad %wt {pad = [0, 7]} : bf16[768, 50264]      # zero columns: a copy of the weight
+    %mm.pad = matmul %x, %wt.pad : bf16[4096, 50264]         # the aligned product
+    %mm = slice %mm.pad {dim = 1, start = 0, end = 50257}    # a view: no copy
+
+The slice is a view that its readers index with the padded row stride: a fused reader (the
+loss, a softmax) reads the padded product in place, and only a result PyTorch must see dense
+is copied once. An unaligned inner dimension ``K`` is padded with zeros on both operands, which
+adds zeros to each dot product. The extra work is a copy of the padded operands and, at most,
+one copy of the product; it pays only for large products (``min-macs``, measured in
+``benchmarks/gemm_padding.py``, table in docs/benchmarks/gemm-padding.md).
+
+Only the ``cuda`` pipeline runs this pass: CPU BLAS libraries have no such cliff.
+"""
+
+from __future__ import annotations
+
+from fir.ir.dtypes import DType
+from fir.ir.graph import Graph, Module, Node, TensorOp, Value, unique_name
+from fir.ir.rewrite import substitute_operands
+from fir.ir.types import TensorType
+
+from ..base import Option, OptionError, Pass
+
+ALIGN_BYTES = 16  # what cuBLAS's TMA kernels need of every leading dimension
+_PADDED_DTYPES = frozenset({DType.F16, DType.BF16, DType.F32})
+
+
+def padded(size: int, itemsize: int) -> int:
+    """``size`` rounded up so that ``size * itemsize`` is a multiple of 16 bytes."""
+    step = max(ALIGN_BYTES // itemsize, 1)
+    return -(-size // step) * step
+
+
+class PadMatmulPass(Pass):
+    name = "pad-matmul"
+    summary = "pad a large matmul's unaligned inner or output dimension (GPU matmul libraries)"
+    options = {
+        "min-macs": Option(int, 1 << 32, "smallest product padded, in multiply-adds (M*N*K)"),
+    }
+
+    def apply(self, module: Module) -> Module:
+        min_macs: int = self.min_macs  # type: ignore[attr-defined]
+        if min_macs < 0:
+            raise OptionError("min-macs", f"min-macs must be at least 0, not {min_macs}")
+        count = 0
+        for g in module.funcs:
+            count += self.run_graph(g, min_macs)
+        self.statistics["padded"] = count
+        return module
+
+    def run_graph(self, g: Graph, min_macs: int) -> int:
+        taken = {v.name for v in g.values()}
+        nodes: list[Node] = []
+        subst: dict[int, Value] = {}
+        count = 0
+        # one padded copy of a value however many products read it (an output gradient feeds
+        # both the input's and the weight's gradient)
+        pads: dict[tuple[int, tuple[int, ...]], Value] = {}
+        for n in g.nodes:
+            substitute_operands(n, subst)
+            plan = _plan(n, min_macs)
+            if plan is None:
+                nodes.append(n)
+                continue
+            assert isinstance(n, TensorOp)
+            new, result = _rewrite(n, plan, taken, pads)
+            nodes += new
+            subst[id(n.results[0])] = result
+            count += 1
+        g.nodes = nodes
+        g.outputs = [subst.get(id(v), v) for v in g.outputs]
+        return count
+
+
+def _plan(n: Node, min_macs: int) -> tuple[int, int, int] | None:
+    """(padded M, padded K, padded N) for a static matmul of a matrix or a batch of rows (``a`` of rank
+    2 or more) by a matrix, worth padding; None otherwise."""
+    if not (isinstance(n, TensorOp) and n.op == "matmul" and len(n.operands) == 2):
+        return None
+    a, b = n.operands
+    if not (isinstance(a, Value) and isinstance(b, Value)):
+        return None
+    if a.type.rank < 2 or b.type.rank != 2 or not n.results[0].type.is_static:
+        return None
+    if not (a.type.is_static and b.type.is_static):
+        return None
+    dtype = n.results[0].type.dtype
+    if dtype not in _PADDED_DTYPES or a.type.dtype != dtype or b.type.dtype != dtype:
+        return None
+    *rows, k = a.type.shape
+    cols = b.type.shape[1]
+    m = 1
+    for r in rows:
+        assert isinstance(r, int)
+        m *= r
+    assert isinstance(k, int) and isinstance(cols, int)
+    if m * k * cols < min_macs:
+        return None
+    k2, n2 = padded(k, dtype.itemsize), padded(cols, dtype.itemsize)
+    # a transposed ``a`` (a weight gradient's ``g.t() @ x``) lies with M as its row stride
+    m2 = padded(m, dtype.itemsize) if len(rows) == 1 and _transposed_matrix(a) else m
+    if (m2, k2, n2) == (m, k, cols):
+        return None
+    return m2, k2, n2
+
+
+def _rewrite(
+    mm: TensorOp,
+    plan: tuple[int, int, int],
+    taken: set[str],
+    pads: dict[tuple[int, tuple[int, ...]], Value],
+) -> tuple[list[Node], Value]:
+    a, b = mm.operands
+    assert isinstance(a, Value) and isinstance(b, Value)
+    m2, k2, n2 = plan
+    *rows, k = a.type.shape
+    cols = b.type.shape[1]
+    dtype = mm.results[0].type.dtype
+    nodes: list[Node] = []
+    name = mm.results[0].name
+
+    def op(kind: str, operands: list[Value], attrs: dict, shape: tuple, hint: str) -> Value:
+        v = Value(unique_name(hint, taken), TensorType(dtype, shape))
+        node = TensorOp([v], attrs, mm.loc, op=kind, operands=operands)
+        v.owner = node
+        nodes.append(node)
+        return v
+
+    def pad(x: Value, widths: list[int], shape: tuple) -> Value:
+        key = (id(x), tuple(widths))
+        if key not in pads:
+            pads[key] = op("pad", [x], {"pad": widths, "value": 0.0}, shape, f"{x.name}.pad")
+        return pads[key]
+
+    pad_rows = len(rows) == 1 and m2 != rows[0]
+    if pad_rows:  # ``a`` is ``g`` transposed: pad ``g`` as it lies (M its columns)
+        g = _transposed_matrix(a)
+        assert g is not None
+        gp = pad(g, [0, m2 - rows[0], 0, k2 - k], (k2, m2))
+        a = op("transpose", [gp], {"dim0": 0, "dim1": 1}, (m2, k2), f"{a.name}.pad")
+    elif k2 != k:
+        a = pad(a, [0, k2 - k] if len(rows) > 1 else [0, k2 - k, 0, 0], (*rows, k2))
+    if k2 != k or n2 != cols:
+        w = _transposed_matrix(b)
+        if w is not None:
+            # ``b`` is a weight ``w`` read transposed (``linear``): pad ``w`` as it lies, a
+            # plain copy, and read the padded copy transposed as the library reads ``w``
+            wp = pad(w, [0, k2 - k, 0, n2 - cols], (n2, k2))
+            b = op("transpose", [wp], {"dim0": 0, "dim1": 1}, (k2, n2), f"{b.name}.pad")
+        else:
+            # pad lists (low, high) per dimension from the last: columns first, then rows
+            b = pad(b, [0, n2 - cols, 0, k2 - k], (k2, n2))
+    lead = [m2] if pad_rows else rows
+    out = op("matmul", [a, b], dict(mm.attrs), (*lead, n2), f"{name}.pad")
+    if n2 != cols:  # the product's padded columns are not the result's
+        cut = {"dim": len(rows), "start": 0, "end": cols}
+        out = op("slice", [out], cut, (*lead, cols), name + ".cols")
+    if pad_rows:  # nor its padded rows
+        out = op(
+            "slice", [out], {"dim": 0, "start": 0, "end": rows[0]}, (*rows, cols), name + ".rows"
+        )
+    return nodes, out
+
+
+def _transposed_matrix(b: Value) -> Value | None:
+    """The matrix ``b`` transposes (``transpose`` or ``permute [1, 0]`` of a 2-d value)."""
+    t = b.owner
+    if not (isinstance(t, TensorOp) and t.op in ("transpose", "permute") and t.operands):
+        return None
+    w = t.operands[0]
+    if not isinstance(w, Value) or w.type.rank != 2:
+        return None
+    if t.op == "permute" and list(t.attrs.get("dims", [])) != [1, 0]:
+        return None
+    return w
