@@ -149,16 +149,29 @@ class SegmentedGraph:
                     out = step.compiled(*ins)
                 env.update(zip(step.outputs, out))
                 continue
-            args_ = torch.fx.node.map_arg(step.args, value)
-            kwargs = torch.fx.node.map_arg(step.kwargs, value)
-            with torch.no_grad():
-                result = step.target(*args_, **kwargs)
-            env[step] = result
+            env[step] = result = _run_host(step, value)
             _bind(_val(step), result, values)
         output = next(n for n in self.gm.graph.nodes if n.op == "output")
         outs = output.args[0]
         flat = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         return [value(o) if isinstance(o, torch.fx.Node) else o for o in flat]
+
+
+def _run_host(n: torch.fx.Node, value: Callable[[Any], Any]) -> Any:
+    """One host step on this call's values. A failed assertion is eager's ``RuntimeError``,
+    saying what it is (Dynamo's own message may read "expression True")."""
+    args = torch.fx.node.map_arg(n.args, value)
+    kwargs = torch.fx.node.map_arg(n.kwargs, value)
+    try:
+        with torch.no_grad():
+            return n.target(*args, **kwargs)
+    except RuntimeError as e:
+        if target_name(n.target) not in ASSERTIONS:
+            raise
+        raise RuntimeError(
+            f"{n.name}: a runtime check of the traced graph failed (a torch._check, or a size "
+            f"the trace assumed, does not hold for this call's data): {e}"
+        ) from None
 
 
 def _scalar_value(n: torch.fx.Node, values: dict[str, int]) -> Any:
@@ -190,15 +203,17 @@ def _host_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
                     "operator"
                 )
             host.add(n)
-        elif _is_scalar(val) and (
-            any(i in host for i in inputs) or any(is_unbacked(s.name) for s in _symbols(val))
-        ):
+        elif _follows_host(n, val, any(i in host for i in inputs)):
             host.add(n)
-        elif target_name(n.target) in ASSERTIONS and any(i in host for i in inputs):
-            host.add(n)
-        elif n.target is operator.getitem and inputs and inputs[0] in host:
-            host.add(n)  # a result of a data-dependent op with several
     return host
+
+
+def _follows_host(n: torch.fx.Node, val: Any, reads_host: bool) -> bool:
+    """Whether ``n`` is computed from what a host step made (``reads_host``: it reads one):
+    a number, an assertion on one, a result of a data-dependent op with several."""
+    if _is_scalar(val):
+        return reads_host or any(is_unbacked(s.name) for s in _symbols(val))
+    return reads_host and (target_name(n.target) in ASSERTIONS or n.target is operator.getitem)
 
 
 def _levels(gm: torch.fx.GraphModule, host: set[torch.fx.Node]) -> dict[torch.fx.Node, int]:
