@@ -21,9 +21,12 @@ Options (``torch.compile(..., options={...})``):
 * ``autotune``: each Triton kernel times a few block configurations at its first launch and
   keeps the fastest, cached on disk (default False: the heuristic's choice);
 * ``fallback``: ``"unsupported"`` (default; also ``True``): what FIR reports as unsupported (an
-  op with no mapping, a dtype, a data-dependent size, a device or a machine without a back end)
+  op with no mapping, a dtype, a device or a machine without a back end)
   runs with PyTorch, with its reason; ``"never"`` (also ``False``): every such fallback is an
   error.
+
+A graph with data-dependent sizes (``u0``: ``.item()`` as a size, ``nonzero``) is cut at the ops
+that make them into FIR programs (:mod:`fir.frontend.segments`).
 
 FIR's own faults never fall back: an internal error (a verifier failure after a pass, an
 assertion, any exception that is not a :class:`~fir.ir.errors.FirError`, a back end that fails

@@ -6,8 +6,10 @@ typing rule as it goes; if the converter has no rule for the node, refuses its a
 :class:`~fir.frontend.emitter.Fallback`), or produces ops that do not type, everything it emitted
 is dropped and the node becomes an extern call of the aten op itself. So an import never fails
 because of one op; it fails only for what FIR cannot express at all (an output that is not a
-tensor, a data-dependent size), with an :class:`~fir.frontend.emitter.UnsupportedError` naming
-the op and the reason.
+tensor, a data-dependent size its inputs do not carry), with an
+:class:`~fir.frontend.emitter.UnsupportedError` naming the op and the reason. (``torch.compile``
+first cuts a graph at the ops that make data-dependent sizes, :mod:`fir.frontend.segments`: each
+part takes the sizes it uses bound, as inputs' dimensions or int inputs.)
 
 Ops with effects import as extern calls that keep their program order (an ``effect`` attribute,
 see :mod:`fir.frontend.aten.collectives`): functional collectives and their waits, assertions
