@@ -21,9 +21,12 @@ Options (``torch.compile(..., options={...})``):
 * ``autotune``: each Triton kernel times a few block configurations at its first launch and
   keeps the fastest, cached on disk (default False: the heuristic's choice);
 * ``fallback``: ``"unsupported"`` (default; also ``True``): what FIR reports as unsupported (an
-  op with no mapping, a dtype, a data-dependent size, a device or a machine without a back end)
+  op with no mapping, a dtype, a device or a machine without a back end)
   runs with PyTorch, with its reason; ``"never"`` (also ``False``): every such fallback is an
   error.
+
+A graph with data-dependent sizes (``u0``: ``.item()`` as a size, ``nonzero``) is cut at the ops
+that make them into FIR programs (:mod:`fir.frontend.segments`).
 
 FIR's own faults never fall back: an internal error (a verifier failure after a pass, an
 assertion, any exception that is not a :class:`~fir.ir.errors.FirError`, a back end that fails
@@ -350,6 +353,9 @@ class GraphFallback:
 
 # every graph that fell back to PyTorch in this process, for fir.explain and tests
 FALLBACKS: list[GraphFallback] = []
+# every graph with data-dependent sizes compiled in this process, cut into FIR programs
+# (its parts are in COMPILED too)
+SEGMENTED: list[Any] = []
 
 
 def compile_graph_module(
@@ -608,21 +614,18 @@ def _compile_or_fall_back(
 ) -> Callable[..., Any]:
     from torch._functorch.aot_autograd import make_boxed_func
 
+    from .segments import has_data_dependent_sizes
+
     try:
+        if has_data_dependent_sizes(fx_gm):
+            return _compile_segmented(fx_gm, opts, kind)
         compiled = compile_graph_module(fx_gm, inputs, opts, kind=kind)
     except FirInternalError:
         raise
     except FirError as e:  # unsupported: compile_graph_module raises nothing else
         return make_boxed_func(_fall_back(fx_gm, opts, kind, e.message))
 
-    if opts.fallback == "never" and compiled.report.fallbacks:
-        ops = ", ".join(
-            f"{op}: {compiled.report.reasons.get(op, '')}"
-            for op in sorted(compiled.report.fallbacks)
-        )
-        raise FallbackError(
-            f"fallback='never': {compiled.name} ({kind}) would run aten ops with PyTorch: {ops}"
-        )
+    _check_extern_fallbacks(compiled, opts, kind)
     if compiled.program is None and choose_backend(opts, [*inputs, *_output_values(fx_gm)]) is None:
         # FIR has compiled the graph (fir.explain reports its kernels), but it generates no
         # code for this device: PyTorch runs it
@@ -642,6 +645,65 @@ def _compile_or_fall_back(
 
     def run(args: list[Any]) -> list[Any]:
         return compiled(*args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def _check_extern_fallbacks(compiled: CompiledGraph, opts: CompileOptions, kind: str) -> None:
+    """``fallback="never"``: a graph whose aten ops would run with PyTorch is an error."""
+    if opts.fallback == "never" and compiled.report.fallbacks:
+        ops = ", ".join(
+            f"{op}: {compiled.report.reasons.get(op, '')}"
+            for op in sorted(compiled.report.fallbacks)
+        )
+        raise FallbackError(
+            f"fallback='never': {compiled.name} ({kind}) would run aten ops with PyTorch: {ops}"
+        )
+
+
+def _compile_segmented(
+    fx_gm: torch.fx.GraphModule, opts: CompileOptions, kind: str
+) -> Callable[..., Any]:
+    """A graph with data-dependent sizes, cut at the ops that make them
+    (:mod:`fir.frontend.segments`): each part compiled by FIR, the data-dependent ops called
+    between them as extern calls are. Raises what a part raises (unsupported: the whole graph
+    falls back)."""
+    from .segments import compile_segments, host_ops
+
+    name = f"graph_{next(_graph_ids)}"
+
+    def compile_one(sub: torch.fx.GraphModule, examples: Sequence[Any], part: str) -> Any:
+        compiled = compile_graph_module(sub, examples, opts, name=f"{name}_{part}", kind=kind)
+        _check_extern_fallbacks(compiled, opts, kind)
+        if compiled.program is None and choose_backend(opts, examples) is None:
+            raise UnsupportedError(
+                f"{compiled.name} takes {_devices(examples)} tensors, which FIR has no back "
+                "end for yet"
+            )
+        compiled.eager = lambda args: list(sub(*args))
+        return compiled
+
+    split = compile_segments(fx_gm, compile_one)
+    custom = sorted({op for op in host_ops(split) if not op.startswith(("aten.", "prims."))})
+    if custom:
+        why = "no FIR mapping (it makes a data-dependent size)"
+        if opts.fallback == "never":
+            raise FallbackError(
+                f"fallback='never': {name} ({kind}) would run ops with PyTorch: "
+                + ", ".join(f"{op}: {why}" for op in custom)
+            )
+        for op in custom:
+            log("fallback", f"{name}: {op} runs as an extern call: {why}")
+    log(
+        "graphs",
+        f"{name} ({kind}): cut at {len(split.steps) - len(split.segments)} host step(s) into "
+        f"{len(split.segments)} FIR program(s) for its data-dependent sizes",
+    )
+    SEGMENTED.append(split)
+
+    def run(args: list[Any]) -> list[Any]:
+        return split(*args)
 
     run._boxed_call = True  # type: ignore[attr-defined]
     return run

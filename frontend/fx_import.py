@@ -6,8 +6,10 @@ typing rule as it goes; if the converter has no rule for the node, refuses its a
 :class:`~fir.frontend.emitter.Fallback`), or produces ops that do not type, everything it emitted
 is dropped and the node becomes an extern call of the aten op itself. So an import never fails
 because of one op; it fails only for what FIR cannot express at all (an output that is not a
-tensor, a data-dependent size), with an :class:`~fir.frontend.emitter.UnsupportedError` naming
-the op and the reason.
+tensor, a data-dependent size its inputs do not carry), with an
+:class:`~fir.frontend.emitter.UnsupportedError` naming the op and the reason. (``torch.compile``
+first cuts a graph at the ops that make data-dependent sizes, :mod:`fir.frontend.segments`: each
+part takes the sizes it uses bound, as inputs' dimensions or int inputs.)
 
 Ops with effects import as extern calls that keep their program order (an ``effect`` attribute,
 see :mod:`fir.frontend.aten.collectives`): functional collectives and their waits, assertions
@@ -148,6 +150,8 @@ class Importer:
         # the 0-d arguments of symbolic numbers, by PyTorch's expression and dtype
         self.scalar_args: dict[tuple[Any, DType], Value] = {}
         self.unbacked_origin: dict[str, str] = {}  # data-dependent symbol -> the op making it
+        # data-dependent symbols the graph's inputs carry whole: sizes it binds (``_run``)
+        self.bound_unbacked: frozenset[str] = frozenset()
         # the device the program runs on (:func:`graph_device`); a node that makes a tensor
         # elsewhere falls back (Emitter.check_device)
         self.device: torch.device | None = None
@@ -164,12 +168,15 @@ class Importer:
         return name
 
     def run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None) -> Graph:
-        from .sizes import COMPUTED_SIZES
+        from .sizes import BOUND_UNBACKED, COMPUTED_SIZES
 
         token = COMPUTED_SIZES.set(self.computed_size)
+        self.bound_unbacked = _bound_unbacked(gm, example_inputs)
+        bound = BOUND_UNBACKED.set(self.bound_unbacked)
         try:
             return self._run(gm, example_inputs)
         finally:
+            BOUND_UNBACKED.reset(bound)
             COMPUTED_SIZES.reset(token)
 
     def _run(self, gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> Graph:
@@ -328,7 +335,8 @@ class Importer:
             if not isinstance(size, sympy.Symbol) or size.name in self.report.size_inputs.values():
                 continue
             low = _lower_bound(self.values[n])
-            if size not in known and (low is None or low < 1):
+            unbacked = size.name in self.bound_unbacked  # a size, though it may be 0
+            if size not in known and (low is None or low < 1) and not unbacked:
                 # FIR's size symbols are positive: an int argument that may be zero or negative
                 # (``x * i`` with any int ``i``) is no size but a number, which the program
                 # takes as a 0-d argument where it uses it (``scalar_argument``)
@@ -743,6 +751,25 @@ def _lower_bound(v: torch.SymInt) -> int | None:
         return None
     low = vr.lower
     return int(low) if getattr(low, "is_Integer", False) else None  # not -int_oo
+
+
+def _bound_unbacked(gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> frozenset[str]:
+    """The data-dependent symbols (``u0``) that a graph's inputs carry whole: an int input, or
+    a dimension of a tensor input. Such a graph is a part of one cut at the ops that make them
+    (:mod:`fir.frontend.segments`), and they are sizes it binds when it is called."""
+    out: set[str] = set()
+    for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = n.meta.get("val", n.meta.get("example_value"))
+        if val is None and example_inputs is not None and k < len(example_inputs):
+            val = example_inputs[k]
+        dims = [val] if isinstance(val, torch.SymInt) else []
+        if isinstance(val, torch.Tensor):
+            dims = [d for d in val.shape if isinstance(d, torch.SymInt)]
+        for d in dims:
+            expr = d.node.expr
+            if getattr(expr, "is_Symbol", False) and re.fullmatch(r"u\d+", expr.name):
+                out.add(expr.name)
+    return frozenset(out)
 
 
 def _sanitize(name: str) -> str:

@@ -34,6 +34,10 @@ class UnsupportedSize(Exception):
 
 # a backed size symbol of the shape environment (``s0``, ``s77``); ``u0`` is data-dependent
 SIZE_NAME = re.compile(r"s\d+")
+# While a graph is imported: the data-dependent symbols (``u0``) it takes bound, as a whole
+# dimension of a tensor input or as an int input (a part of a graph cut at the op that makes
+# them, :mod:`fir.frontend.segments`); they are sizes of the program like ``s0``
+BOUND_UNBACKED: ContextVar[frozenset[str]] = ContextVar("fir_bound_unbacked", default=frozenset())
 
 # While a graph is imported: the importer's maker of *computed sizes*. A size FIR's index
 # forms cannot write (``RoundToInt(IntTrueDiv(s77, 2) + 1.0)`` of ``x[:round(i / 2 + 1)]``) but
@@ -59,7 +63,7 @@ def to_fir_expr(
 
 
 def default_symbol(s: sympy.Symbol) -> sympy.Expr:
-    if SIZE_NAME.fullmatch(s.name):
+    if SIZE_NAME.fullmatch(s.name) or s.name in BOUND_UNBACKED.get():
         return size_symbol(s.name)
     raise UnsupportedSize(f"data-dependent size {s.name} is not supported")
 

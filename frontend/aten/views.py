@@ -202,11 +202,14 @@ def _split(em: Emitter, x: Any, split: Any, dim: int = 0) -> list[Value]:
     if not isinstance(size, int):
         raise Fallback("split of a symbolic dimension")
     sizes = (
-        list(split) if isinstance(split, (list, tuple)) else [split] * ((size + split - 1) // split)
+        [size_value(s) for s in split]
+        if isinstance(split, (list, tuple))
+        else [split] * ((size + split - 1) // split)
     )
     outs, start = [], 0
     for k, s in enumerate(sizes):
-        end = min(start + s, size)
+        # a symbolic split size (``x.tolist()``'s, ``u0``): the sizes add up to the dimension
+        end = min(start + s, size) if isinstance(start + s, int) else start + s
         outs.append(
             em.op(
                 "slice",
