@@ -30,10 +30,16 @@ def _reinterpreter() -> Any:
         from torch._C._dynamo.guards import _reinterpret_tensor
     except ImportError:
         return _as_strided
-    probe = torch.arange(4.0)[1:]
     try:
-        if _reinterpret_tensor(probe, (2,), (1,), 1).tolist() == [2.0, 3.0]:
-            return _reinterpret_tensor
+        # this module is often first imported while torch.compile traces (fake tensors, a
+        # dispatch mode): the probe must run on real tensors, or it fails and every call
+        # pays for the slower view
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            probe = torch.arange(4.0)[1:]
+            if _reinterpret_tensor(probe, (2,), (1,), 1).tolist() == [2.0, 3.0]:
+                return _reinterpret_tensor
     except Exception:  # noqa: BLE001 - a private API: any surprise means the public one
         pass
     return _as_strided

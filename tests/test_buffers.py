@@ -89,3 +89,26 @@ def test_compiled_programs_recycle_their_outputs() -> None:
     assert third.data_ptr() == address
     torch.testing.assert_close(second, (x * 2) * (x * 2))
     torch.testing.assert_close(third, (x * 3) * (x * 3))
+
+
+def test_views_take_the_fast_maker_when_first_imported_while_torch_compile_traces() -> None:
+    """FIR's runtime modules are first imported inside torch.compile's tracing, under fake
+    tensors: the probe that picks PyTorch's C++ view maker ran on a fake tensor there, failed,
+    and every call of every compiled program paid for ``torch.as_strided`` instead."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "with FakeTensorMode():\n"
+        "    import fir.backends.layouts as layouts\n"
+        "print(getattr(layouts.view, '__name__', ''))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() in ("_reinterpret_tensor", "_as_strided")
+    try:
+        from torch._C._dynamo.guards import _reinterpret_tensor  # noqa: F401
+    except ImportError:  # a PyTorch without it: the public maker is right
+        return
+    assert out.stdout.strip() == "_reinterpret_tensor"
