@@ -59,6 +59,7 @@ class KernelCall:
     drops: tuple[int, ...]  # storages released after the call
     comment: str
     index: int  # the plan's step
+    sizes: tuple[int, ...] = ()  # the kernel's size arguments (a specialization's values)
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def call_source(
                 known[number] = (tuple(shape), _contiguous(shape))
             items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in step.args]
             name = step.name
-            w.line(f"code, value = {kcall}({name!r}, [{', '.join(items)}], ())")
+            sizes = w.const(step.sizes) if step.sizes else "()"
+            w.line(f"code, value = {kcall}({name!r}, [{', '.join(items)}], {sizes})")
             w.line("if code:")
             w.line(f"{kraise}({name!r}, code, value)", 2)
         elif isinstance(step, ExternCall):

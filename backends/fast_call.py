@@ -53,11 +53,18 @@ class _Dynamic(Exception):
     """Something only the general path handles."""
 
 
+# how the specialization being built evaluates a size expression (None: a static program)
+_SIZES: list[Any] = [None]
+
+
 def _static(d: Any) -> int:
     if isinstance(d, int):
         return d
     if isinstance(d, sympy.Basic) and not d.free_symbols:
         return int(d)
+    evaluate = _SIZES[-1]
+    if evaluate is not None and isinstance(d, sympy.Basic):
+        return int(evaluate(d))
     raise _Dynamic
 
 
@@ -70,6 +77,20 @@ def build_fast_plan(p: CompiledProgram) -> FastPlan | None:
         return _build(p)
     except _Dynamic:
         return None
+
+
+def build_specialization(p: CompiledProgram, sizes: dict[str, int]) -> FastPlan | None:
+    """``p``'s call resolved for one binding of its size symbols: a program with symbolic
+    sizes (``dynamic=True``) runs each binding it has seen as a static program does, with
+    the checks of the generated call (inputs of exactly these shapes) choosing it. The caller
+    has checked the binding (every access in bounds) with the general path's first call."""
+    _SIZES.append(lambda d: p.dim(d, sizes))
+    try:
+        return _build(p, sizes)
+    except _Dynamic:
+        return None
+    finally:
+        _SIZES.pop()
 
 
 def _input_strides(b: Any) -> tuple[int, ...] | None:
@@ -111,10 +132,15 @@ def _argument(p: CompiledProgram, a: Any) -> Any:
     return a
 
 
-def _build(p: CompiledProgram) -> FastPlan:
+def _build(p: CompiledProgram, bound: dict[str, int] | None = None) -> FastPlan:
     plan = p.plan
     inputs = [
-        (b.type.dtype.to_torch(), tuple(b.type.shape), b.storage, _input_strides(b))
+        (
+            b.type.dtype.to_torch(),
+            tuple(_static(d) for d in b.type.shape),
+            b.storage,
+            _input_strides(b),
+        )
         for b in plan.inputs
     ]
     adopted = {  # storages that take an extern call's result as it comes
@@ -137,14 +163,15 @@ def _build(p: CompiledProgram) -> FastPlan:
             and b.storage not in adopted
             and b.type.normalized().layout is None
         ):
-            shaped[b.storage] = tuple(int(d) for d in b.type.shape)
+            shaped[b.storage] = tuple(_static(d) for d in b.type.shape)
     steps: list[Step] = []
     for k, step in enumerate(plan.steps):
         drops = tuple(p.drops.get(k, ()))
         if isinstance(step, KernelStep):
             sizes = []
             for s in p.writes[k]:
-                elements, dtype = p._storage_size(s)
+                elements = max(_static(plan.storages[s].elements), 1)
+                dtype = storage_dtype(plan, s)
                 sizes.append((s, shaped.get(s, (elements,)), elements, dtype))
             args = tuple(plan.buffers[a.name].storage for a in step.plan.args)
             steps.append(
@@ -155,6 +182,7 @@ def _build(p: CompiledProgram) -> FastPlan:
                     drops,
                     f"step {k}: kernel {step.plan.name}",
                     k,
+                    tuple(bound[s] for s in step.plan.sizes) if bound else (),
                 )
             )
         elif isinstance(step, ExternStep):

@@ -40,12 +40,14 @@ from fir.ir.externs import (
     wrong_result,
 )
 from fir.ir.graph import Literal, Value
+from fir.ir.symbolic import evaluate
 from fir.ir.types import TensorType
 
 from .buffers import allocate
-from .fast_call import build_fast_plan, call_fast
+from .fast_call import build_fast_plan, build_specialization, call_fast
 from .layouts import flat_view, same_layout, scatter, storage_dtype, view
 from .plan import DIVISION_BY_ZERO, Buffer, ExternStep, KernelStep, ProgramPlan
+from .plan.index_text import IndexSyntax, print_index
 
 
 class RuntimeInputError(FirError, TypeError):
@@ -114,6 +116,13 @@ class CompiledProgram:
                 self.extern_fns[k] = _resolve(step.node, step.node.callee)
                 if step.in_place is not None:
                     self.in_place_fns[k] = _resolve(step.node, step.in_place)
+        # each size expression's value as a function of the sizes, made at its first use:
+        # sympy's ``subs`` took most of a dynamic-shape call's host time
+        self.size_fns: dict[Any, Any] = {}
+        self.layout_exprs: dict[str, tuple[list[Any], list[Any], Any]] = {}
+        # symbolic programs: a generated call per binding of the sizes seen (the inputs'
+        # shapes and the given sizes), None where the binding has none
+        self.specials: dict[Any, Any] = {}
         self.fast = build_fast_plan(self)
 
     # -- set-up
@@ -179,12 +188,22 @@ class CompiledProgram:
                     self.step_times.extend(times)
             if out is not None:
                 return out
+        key = None
+        if not self.static and self.step_times is None:
+            key = _binding_key(inputs, sizes)
+            special = self.specials.get(key) if key is not None else None
+            if special is not None:
+                out = call_fast(self, special, inputs)
+                if out is not None:
+                    return out
         bound = self._bind(inputs, sizes or {})
         if self.plan.bounds is not None:  # every access inside its buffer at these sizes
             failure = self.plan.bounds(bound)
             if failure is not None:
                 cls = RuntimeInputError if failure.kind in ("input", "size") else KernelIndexError
                 raise cls(failure.message, failure.loc)
+        if key is not None and key not in self.specials:
+            self._specialize(key, bound)
         run = _Call(self, bound)
         for b, x in zip(self.plan.inputs, inputs):
             run.adopt_input(b, x)
@@ -204,6 +223,14 @@ class CompiledProgram:
                 run.free(s)
         self._finish()
         return [run.output(name, inputs) for name in self.plan.outputs]
+
+    def _specialize(self, key: Any, bound: dict[str, int]) -> None:
+        """Resolve the call for this binding of the sizes (checked by the caller), so that the
+        next call with inputs of these shapes takes a generated call as a static program does.
+        The most recent :data:`SPECIALIZATIONS` bindings are kept."""
+        if len(self.specials) >= SPECIALIZATIONS:
+            self.specials.pop(next(iter(self.specials)))
+        self.specials[key] = build_specialization(self, dict(bound))
 
     def _bind(self, inputs: Sequence[torch.Tensor], given: Mapping[str, int]) -> dict[str, int]:
         plan = self.plan
@@ -263,8 +290,10 @@ class CompiledProgram:
     def dim(self, d: Any, sizes: dict[str, int]) -> int:
         if isinstance(d, int):
             return d
-        value = d.subs({self.symbols[k]: v for k, v in sizes.items() if k in self.symbols})
-        return int(value)
+        fn = self.size_fns.get(d)
+        if fn is None:
+            fn = self.size_fns[d] = size_function(d)
+        return fn(sizes)
 
 
 class _Call:
@@ -288,11 +317,15 @@ class _Call:
         cache = self.p.layouts if self.p.static else self.layouts
         got = cache.get(name)
         if got is None:
-            t = self.plan.buffers[name].type
+            exprs = self.p.layout_exprs.get(name)
+            if exprs is None:  # the type's strides are computed: once per program
+                t = self.plan.buffers[name].type
+                exprs = self.p.layout_exprs[name] = (list(t.shape), list(t.strides), t.offset)
+            shape, strides, offset = exprs
             got = cache[name] = (
-                [self.dim(d) for d in t.shape],
-                [self.dim(s) for s in t.strides],
-                self.dim(t.offset),
+                [self.dim(d) for d in shape],
+                [self.dim(s) for s in strides],
+                self.dim(offset),
             )
         return got
 
@@ -447,6 +480,53 @@ def _resolve(node: Any, callee: str) -> Any:
     except ExternCallError as e:
         names = ", ".join("%" + r.name for r in node.results)
         raise ExternCallError(f"{names}: {e.message}", node.loc) from None
+
+
+# how many bindings of its sizes a symbolic program keeps a generated call for
+SPECIALIZATIONS = 32
+
+
+def _binding_key(inputs: Sequence[Any], sizes: Mapping[str, int] | None) -> Any:
+    """The inputs' shapes and the given sizes: what picks a specialization; None where an
+    input is not a tensor (the general path says what is wrong)."""
+    try:
+        shapes = tuple(x.shape for x in inputs)
+    except AttributeError:
+        return None
+    return (shapes, tuple(sorted(sizes.items()))) if sizes else shapes
+
+
+_PYTHON_SIZES = IndexSyntax(
+    language="Python",
+    integer=str,
+    div="//",  # Python's floor division and modulo are FIR's, whatever the signs
+    mod="%",
+    floor_div="_floordiv",
+    floor_mod="_floormod",
+    minimum="min",
+    maximum="max",
+)
+_SIZE_HELPERS = {
+    "_floordiv": lambda a, b: a // b,
+    "_floormod": lambda a, b: a % b,
+    "min": min,
+    "max": max,
+}
+
+
+def size_function(expr: Any) -> Any:
+    """``expr`` (a size expression over the program's size symbols) as a Python function of
+    the dict of their values, compiled once."""
+    try:
+        text = print_index(expr, lambda n: f"S[{n!r}]", _PYTHON_SIZES)
+        fn = eval(f"lambda S: int({text})", dict(_SIZE_HELPERS))  # noqa: S307 - FIR's own text
+    except Exception:  # noqa: BLE001 - a form the printer lacks: evaluate it as a tree
+        symbols = {s.name: s for s in sympy.sympify(expr).free_symbols}
+
+        def fn(sizes: Mapping[str, int]) -> int:
+            return int(evaluate(expr, {symbols[k]: sizes[k] for k in symbols}))
+
+    return fn
 
 
 def element_count(t: TensorType, sizes: dict[str, int]) -> int:

@@ -420,6 +420,50 @@ def test_an_input_in_its_own_strides_takes_the_fast_path() -> None:
             torch.testing.assert_close(a, b)
 
 
+def test_a_symbolic_program_takes_a_generated_call_for_each_binding_it_has_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """dynamic=True programs: the first call at new sizes runs the general path (bounds checked
+    at those sizes) and resolves a generated call for them; later calls at those sizes take it
+    (the general path's per-call work made a symbolic GPT-2 2-3x slower than the static one).
+    A binding whose accesses leave their buffers still raises on the shortcut."""
+    import fir.backends.runtime as runtime
+
+    text = """func @f(%x: f32[s0, s1], %w: f32[s1, 6], %i: i64[s0, s1]) -> (f32[s0, 6], f32[s0, s1]) {
+  %m = extern "aten.mm.default"(%x, %w) : f32[s0, 6]
+  %g = gather %x, %i {dim = 0} : f32[s0, s1]
+  %e = exp %g : f32[s0, s1]
+  return %m, %e
+}"""
+    m = parse_pipeline("fusion").run(parse_module(text))
+    prog = compile_plan(m)
+    assert prog.fast is None and not prog.specials
+    taken: list[bool] = []
+    real = runtime.call_fast
+
+    def spy(p: object, fast: object, inputs: object, *rest: object) -> object:
+        out = real(p, fast, inputs, *rest)  # type: ignore[arg-type]
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(runtime, "call_fast", spy)
+    reference = parse_module(text).funcs[0]
+    sizes = [(3, 5), (3, 5), (4, 7), (3, 5), (4, 7)]
+    for rows, cols in sizes:
+        x, w = torch.randn(rows, cols), torch.randn(cols, 6)
+        i = torch.randint(0, rows, (rows, cols))
+        got = prog(x, w, i)
+        for a, b in zip(got, run_graph(reference, [x, w, i])):
+            torch.testing.assert_close(a, b)
+    # the first call at each binding: the general path; every later one: the generated call
+    assert taken == [True, True, True]
+    assert len(prog.specials) == 2 and all(f is not None for f in prog.specials.values())
+    i = torch.zeros(3, 5, dtype=torch.int64)
+    i[2, 1] = 9
+    with pytest.raises(KernelIndexError):  # a gathered index out of range, on the shortcut
+        prog(torch.randn(3, 5), torch.randn(5, 6), i)
+
+
 def test_the_generated_call_reads_as_the_plan_and_skips_what_is_known() -> None:
     """The fast path is a generated function: one line per kernel and extern call, commented
     with its step; an argument that is its storage's whole tensor (an input) is passed as it
