@@ -313,6 +313,9 @@ class _Writer:
     accs: dict[str, _Acc] = field(default_factory=dict)
     scratch: dict[str, str] = field(default_factory=dict)  # scratch row -> value in registers
     loaded: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # persistent reductions: an indirect index checked already (source, bound, guard) -> its
+    # symbol, so that a later pass reads the same gathered row from registers, unchecked again
+    checked: dict[tuple[str, str, str], str] = field(default_factory=dict)
     dims_of_scratch: dict[str, frozenset[int]] = field(default_factory=dict)
     loop_vars: dict[str, frozenset[int]] = field(default_factory=dict)  # loop var -> axes
     rloops: list[Any] = field(default_factory=list)
@@ -554,11 +557,16 @@ class _Writer:
         if not self.cfg.persistent:  # a load of an earlier loop is out of scope in this one
             self.loaded.clear()
 
+    def _alias(self, raw: str, text: str) -> None:
+        """Name value ``raw`` by the variable ``text`` that already holds it (no copy): what
+        uses it reads as what the earlier pass computed, so loads and checks through it are
+        recognised as the same."""
+        self.names[("value", raw)] = text
+
     def _load(self, i: Load) -> None:
-        dst = self.name("value", i.dst)
         self.dtypes[i.dst] = i.dtype
-        if i.buffer in self.scratch:
-            self.emit(f"{dst} = {self.scratch[i.buffer]}")
+        if i.buffer in self.scratch:  # persistent: the row is in registers
+            self._alias(i.dst, self.scratch[i.buffer])
             self.dims[i.dst] = self.dims_of_scratch[i.buffer]
             return
         idx, dims, checks = self.index(i.index)
@@ -572,10 +580,11 @@ class _Writer:
             ptr += f" + {self.zeros(dims)}"
         mask = self.masks(dims, extra)
         key = (i.buffer, ptr, mask or "")
-        if self.cfg.persistent and key in self.loaded:
-            self.emit(f"{dst} = {self.loaded[key]}")
+        if self.cfg.persistent and key in self.loaded:  # the row is in registers
+            self._alias(i.dst, self.loaded[key])
             self.dims[i.dst] = dims
             return
+        dst = self.name("value", i.dst)
         args = ptr
         if mask is not None:
             other = literal(i.other, i.dtype) if i.other is not None else "0"
@@ -629,8 +638,18 @@ class _Writer:
             self.emit(f"{dst} = ({idx}).to({compute_type(i.dtype)})")
 
     def _checkindex(self, i: CheckIndex) -> None:
-        sym = self.name("value", i.symbol)
         src, dims = self.operand(i.src, DType.I64)
+        guard_text = self.operand(i.mask, DType.BOOL)[0] if i.mask is not None else ""
+        key = (src, self._dim(i.bound), guard_text)
+        done = self.checked.get(key) if self.cfg.persistent else None
+        if done is not None:  # checked by an earlier pass over the same row
+            self._alias(i.symbol, self.name("value", done))
+            self.dims[i.symbol] = self.dims[done]
+            self.dtypes[i.symbol] = DType.I64
+            self.valid[i.symbol] = self.valid[done]
+            return
+        self.checked[key] = i.symbol
+        sym = self.name("value", i.symbol)
         ok = self.temp("ok")
         self.emit(f"{sym} = ({src}).to(tl.int64)")
         self.emit(f"{ok} = ({sym} >= 0) & ({sym} < {self._dim(i.bound)})")
