@@ -120,7 +120,7 @@ class Bench:
         """The first call (compiling) and its seconds beyond a step: ``col.cold``."""
         self.sync()
         t = time.perf_counter()
-        out = make()
+        out = _detached(make())
         self.sync()
         first = time.perf_counter() - t
         col.cold = max(first - self.steps(col.step), 0.0)
@@ -156,6 +156,18 @@ class Bench:
         col.launches = count / steps
         col.device = sum(per.values()) / 1e3
         col.kernels = sorted(per.items(), key=lambda kv: -kv[1])[:8]
+
+
+def _detached(out: Any) -> Any:
+    """A copy of a call's tensors: CUDA-graph replays (reduce-overhead, cuda_graphs) write the
+    next step's results where this step's were."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_detached(x) for x in out)
+    return out
 
 
 def _max_diff(got: Any, want: Any) -> float:
