@@ -18,6 +18,7 @@ that starts inside its memory is kept as a slice), so a kernel's pointer is the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +54,9 @@ class _Dynamic(Exception):
     """Something only the general path handles."""
 
 
-# how the specialization being built evaluates a size expression (None: a static program)
-_SIZES: list[Any] = [None]
+# how the specialization being built evaluates a size expression (None: a static program);
+# a context variable, so that threads building specializations at once never see each other's
+_SIZES: ContextVar[Any] = ContextVar("fir_specialization_sizes", default=None)
 
 
 def _static(d: Any) -> int:
@@ -62,7 +64,7 @@ def _static(d: Any) -> int:
         return d
     if isinstance(d, sympy.Basic) and not d.free_symbols:
         return int(d)
-    evaluate = _SIZES[-1]
+    evaluate = _SIZES.get()
     if evaluate is not None and isinstance(d, sympy.Basic):
         return int(evaluate(d))
     raise _Dynamic
@@ -84,13 +86,13 @@ def build_specialization(p: CompiledProgram, sizes: dict[str, int]) -> FastPlan 
     sizes (``dynamic=True``) runs each binding it has seen as a static program does, with
     the checks of the generated call (inputs of exactly these shapes) choosing it. The caller
     has checked the binding (every access in bounds) with the general path's first call."""
-    _SIZES.append(lambda d: p.dim(d, sizes))
+    token = _SIZES.set(lambda d: p.dim(d, sizes))
     try:
         return _build(p, sizes)
     except _Dynamic:
         return None
     finally:
-        _SIZES.pop()
+        _SIZES.reset(token)
 
 
 def _input_strides(b: Any) -> tuple[int, ...] | None:

@@ -22,6 +22,7 @@ A kernel that reports a failed index check raises :class:`~fir.ir.errors.KernelI
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ class CompiledProgram:
         # symbolic programs: a generated call per binding of the sizes seen (the inputs'
         # shapes and the given sizes), None where the binding has none
         self.specials: dict[Any, Any] = {}
+        self.specials_lock = threading.Lock()
         self.fast = build_fast_plan(self)
 
     # -- set-up
@@ -228,9 +230,11 @@ class CompiledProgram:
         """Resolve the call for this binding of the sizes (checked by the caller), so that the
         next call with inputs of these shapes takes a generated call as a static program does.
         The most recent :data:`SPECIALIZATIONS` bindings are kept."""
-        if len(self.specials) >= SPECIALIZATIONS:
-            self.specials.pop(next(iter(self.specials)))
-        self.specials[key] = build_specialization(self, dict(bound))
+        special = build_specialization(self, dict(bound))
+        with self.specials_lock:  # calls from several threads may add at once
+            while len(self.specials) >= SPECIALIZATIONS:
+                self.specials.pop(next(iter(self.specials)))
+            self.specials[key] = special
 
     def _bind(self, inputs: Sequence[torch.Tensor], given: Mapping[str, int]) -> dict[str, int]:
         plan = self.plan

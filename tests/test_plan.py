@@ -464,6 +464,37 @@ def test_a_symbolic_program_takes_a_generated_call_for_each_binding_it_has_seen(
         prog(torch.randn(3, 5), torch.randn(5, 6), i)
 
 
+def test_threads_specializing_one_symbolic_program_at_once_get_their_own_sizes() -> None:
+    """Each thread's first call at its sizes builds a generated call; the sizes a build
+    evaluates with are the thread's own (a shared stack of them would let one thread's build
+    read another's sizes and write wrong code for a binding)."""
+    import threading
+
+    text = """func @f(%x: f32[s0, s1]) -> (f32[s0, s1], f32[s0]) {
+  %e = exp %x : f32[s0, s1]
+  %s = sum %e {dims = [1]} : f32[s0]
+  return %e, %s
+}"""
+    prog = compile_plan(parse_pipeline("fusion").run(parse_module(text)))
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        for k in range(12):
+            rows, cols = 1 + (seed * 7 + k) % 9, 1 + (seed * 5 + 3 * k) % 11
+            x = torch.randn(rows, cols)
+            e, total = prog(x)
+            if not (torch.allclose(e, x.exp()) and torch.allclose(total, x.exp().sum(1))):
+                failures.append(f"{rows}x{cols}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    assert 0 < len(prog.specials) <= 32
+
+
 def test_the_generated_call_reads_as_the_plan_and_skips_what_is_known() -> None:
     """The fast path is a generated function: one line per kernel and extern call, commented
     with its step; an argument that is its storage's whole tensor (an input) is passed as it
