@@ -142,6 +142,12 @@ class CompiledProgram:
 
         self.fast = build_fast_plan(self)
 
+    def writes_inputs(self) -> bool:
+        """Whether a step writes the memory of an input (a CUDA graph that reads its inputs
+        where they lie must not)."""
+        given = {b.storage for b in self.plan.inputs}
+        return any(given.intersection(w) for w in self.writes)
+
     def _storage_size(self, number: int) -> tuple[int, torch.dtype]:
         elements = max(int(self.plan.storages[number].elements), 1)
         return elements, storage_dtype(self.plan, number)

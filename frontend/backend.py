@@ -17,7 +17,10 @@ Options (``torch.compile(..., options={...})``):
   pipeline), or ``"llvm"`` (kernels compiled in the process by llvmlite, CPU tensors).
   Tensors on another device run with PyTorch, with a warning;
 * ``cuda_graphs``: capture each compiled CUDA graph module in a CUDA graph on its second call
-  and replay it after (default False): one launch per call instead of one per kernel;
+  and replay it after (default False): one launch per call instead of one per kernel.
+  Parameters and other inputs that stay where they are are read in place; results are
+  returned without a copy, and a call made while a result of the last replay is still held
+  runs without the graph (:mod:`fir.backends.graphs`);
 * ``autotune``: each Triton kernel times a few block configurations at its first launch and
   keeps the fastest, cached on disk (default False: the heuristic's choice);
 * ``fallback``: ``"unsupported"`` (default; also ``True``): what FIR reports as unsupported (an
