@@ -342,6 +342,46 @@ def test_a_persistent_softmax_gathers_its_bias_once_per_element() -> None:
         p.synchronize()
 
 
+DIVIDE_BY_CONSTANTS = """
+func @d(%x: f32[64], %y: f64[64]) -> (f32[64], f32[64], f64[64], f32[64]) {
+  %eighth = pointwise : f32[64] over (i0 < 64) {
+    %0 = load %x[i0]
+    %1 = div %0, 8.0
+    yield %1
+  }
+  %neg = pointwise : f32[64] over (i0 < 64) {
+    %0 = load %x[i0]
+    %1 = div %0, -0.25
+    yield %1
+  }
+  %wide = pointwise : f64[64] over (i0 < 64) {
+    %0 = load %y[i0]
+    %1 = div %0, 1024.0
+    yield %1
+  }
+  %odd = pointwise : f32[64] over (i0 < 64) {
+    %0 = load %x[i0]
+    %1 = div %0, 2.7725887298583984
+    yield %1
+  }
+  return %eighth, %neg, %wide, %odd
+}
+"""
+
+
+def test_division_by_a_power_of_two_is_a_multiplication_with_the_same_bits() -> None:
+    """T5's relative-position buckets divide by 8: ``tl.div_rn`` costs about ten instructions,
+    a multiplication by 0.125 one, and both round the same real number. Subnormal results,
+    infinities and NaN keep their bits; a divisor that is no power of two stays a division."""
+    tiny = [1e-38, -3e-39, 1.4e-45, 3.4e38, float("inf"), float("-inf"), float("nan"), 0.0]
+    x = torch.cat([torch.tensor(tiny), torch.randn(56) * 1e3])
+    y = x.double() * 1e-300
+    (p,) = check(DIVIDE_BY_CONSTANTS, [x, y], rtol=0, atol=0)
+    source = p.kernels.source
+    assert "* 0.125" in source and "* -4.0" in source and "* 0.0009765625" in source, source
+    assert source.count("tl.div_rn(") == 1, source  # the division by 2.77 only
+
+
 # ---------------------------------------------------------------------------------------------
 # faults
 

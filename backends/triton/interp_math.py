@@ -83,3 +83,28 @@ erfc = _torch(torch.erfc)
 erfinv = _torch(torch.erfinv)
 lgamma = _torch(torch.lgamma)
 signbit = _torch(torch.signbit)
+
+
+def _float_to_int(bits: int, nan: int) -> Callable[[Any], tl.tensor]:
+    """The GPU's ``cvt.rzi``: toward zero, saturating at the type's range, NaN to ``nan``
+    (measured on an H200: ``float2ll_rz`` gives the smallest i64 for NaN, ``float2int_rz`` 0)."""
+    top = float(2 ** (bits - 1))
+    scalar, np_type = (tl.int64, np.int64) if bits == 64 else (tl.int32, np.int32)
+
+    def run(x: Any) -> tl.tensor:
+        data, like = _data(x)
+        wide = data.astype(np.float64)
+        safe = np.where(np.isnan(wide) | (wide >= top) | (wide < -top), 0.0, wide)
+        out = np.trunc(safe).astype(np_type)
+        out = np.where(wide >= top, 2 ** (bits - 1) - 1, out)
+        out = np.where(wide < -top, -(2 ** (bits - 1)), out)
+        out = np.where(np.isnan(wide), nan, out).astype(np_type)
+        return _wrap(out, like, scalar)
+
+    return run
+
+
+float2ll_rz = _float_to_int(64, -(2**63))
+float2int_rz = _float_to_int(32, 0)
+double2ll_rz = _float_to_int(64, -(2**63))
+double2int_rz = _float_to_int(32, 0)

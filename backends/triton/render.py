@@ -30,6 +30,7 @@ writes code -1.
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -714,6 +715,10 @@ class _Writer:
         if pattern is None:
             raise ValueError(f"kernel {self.plan.name}: no Triton entry for op '{i.op}'")
         expr = pattern.format(*texts)
+        if i.op == "div" and operand_dtype.is_float:
+            scale = _exact_reciprocal(i.args[1])
+            if scale is not None:  # x / 2^k is x * 2^-k exactly; tl.div_rn is ~10 instructions
+                expr = f"{texts[0]} * {scale!r}"
         if i.op not in _COMPARE and not i.dtype.is_bool and not dims:
             expr = (
                 f"tl.full([], {expr}, {compute_type(i.dtype)})"
@@ -841,6 +846,25 @@ def render_kernel(
     w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
     source = w.write()
     return source, cfg, w.fails
+
+
+def _exact_reciprocal(divisor: Any) -> float | None:
+    """``1 / divisor`` where ``divisor`` is a literal power of two whose reciprocal is a normal
+    number of f32: division by it and multiplication by that reciprocal
+    round the same real number, so they give the same bits for every operand."""
+    if not isinstance(divisor, Literal) or isinstance(divisor.value, bool):
+        return None
+    value = divisor.value
+    if not isinstance(value, (int, float)) or value == 0 or not math.isfinite(value):
+        return None
+    mantissa, exponent = math.frexp(value)
+    if abs(mantissa) != 0.5:
+        return None
+    # 1/value = 2^(1 - exponent), sign kept; f32's normal range for every dtype, since Triton
+    # makes a Python float an f32 constant (exact there, and widened exactly for f64)
+    if not -126 <= 1 - exponent <= 127:
+        return None
+    return math.copysign(math.ldexp(1.0, 1 - exponent), value)
 
 
 def _operand(text: str) -> str:
