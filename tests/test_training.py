@@ -228,3 +228,67 @@ def test_backward_op_matches_eager(name: str) -> None:
     torch.testing.assert_close(got, fn(*args), rtol=1e-5, atol=1e-6)
     (graph,) = fir_backend.COMPILED[start:]
     assert graph.program is not None and sum(graph.report.imported.values()) >= 1
+
+
+HALF_CALLS = ("gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "threshold")
+
+
+@pytest.mark.parametrize("name", HALF_CALLS)
+def test_bf16_activation_gradients_compute_in_f32_and_round_once(name: str) -> None:
+    """A bf16 model's activation gradients: ATen computes them in f32 and rounds once; FIR's
+    composition does the same (it used to leave them to ATen, unfused, on a bf16 GPT-2)."""
+    fn, (g, x) = BACKWARD_CALLS[name]
+    args = (g.bfloat16(), x.bfloat16())
+    start = len(fir_backend.COMPILED)
+    got = torch.compile(fn, backend="fir", options={"fallback": "never"})(*args)
+    assert got.dtype == torch.bfloat16
+    want = fn(*(a.float() for a in args)).bfloat16()  # f32 arithmetic, one rounding
+    torch.testing.assert_close(got, want, rtol=8e-3, atol=1e-5)  # within 2 bf16 ulps
+    (graph,) = fir_backend.COMPILED[start:]
+    assert graph.report.fallbacks == {}
+
+
+def test_bf16_layer_norm_with_f32_statistics_is_composed() -> None:
+    """On a GPU, ``native_layer_norm`` of bf16 gives f32 mean and rstd, and its backward takes
+    them: both are now FIR ops (the statistics over the widened input, the gradients in f32
+    rounded once) instead of ATen calls. The graph is traced on the meta device, whose shapes
+    and dtypes are CUDA's, and run by FIR's interpreter against float64."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fir.frontend.fx_import import import_graph_module
+    from fir.ir.interpreter import run_graph
+
+    def f(x: Any, w: Any, b: Any, g: Any) -> Any:
+        y, mean, rstd = aten.native_layer_norm(x, [16], w, b, 1e-5)
+        dx, dw, db = aten.native_layer_norm_backward(
+            g, x, [16], mean, rstd, w, b, [True, True, True]
+        )
+        return y, mean, rstd, dx, dw, db
+
+    meta = [
+        torch.empty(s, dtype=torch.bfloat16, device="meta")
+        for s in ((4, 16), (16,), (16,), (4, 16))
+    ]
+    gm = make_fx(f)(*meta)
+    module, report, _ = import_graph_module(gm)
+    assert report.fallbacks == {}, report.fallbacks
+    gen = torch.Generator().manual_seed(0)
+    x, w, b, g = (torch.randn(m.shape, generator=gen).bfloat16() for m in meta)
+    y, mean, rstd, dx, dw, db = run_graph(module.funcs[0], [x, w, b, g])
+    assert (mean.dtype, rstd.dtype, dx.dtype, dw.dtype) == (
+        torch.float32,
+        torch.float32,
+        torch.bfloat16,
+        torch.bfloat16,
+    )
+    xd = x.double().requires_grad_()
+    wd, bd = w.double().requires_grad_(), b.double().requires_grad_()
+    ref = F.layer_norm(xd, [16], wd, bd, 1e-5)
+    ref.backward(g.double())
+    torch.testing.assert_close(
+        mean.double(), x.double().mean(-1, keepdim=True), rtol=1e-6, atol=1e-6
+    )
+    torch.testing.assert_close(y.double(), ref.detach(), rtol=1e-2, atol=1e-2)
+    for got, want in ((dx, xd.grad), (dw, wd.grad), (db, bd.grad)):
+        assert want is not None
+        torch.testing.assert_close(got.double(), want, rtol=8e-3, atol=1e-2)

@@ -10,8 +10,10 @@ extern call of the aten op on purpose (a mapping, not a fallback). The softmax g
 (``_softmax_backward_data``, ``_log_softmax_backward_data``) and ``native_dropout_backward`` live
 with their forward ops in :mod:`.nn`.
 
-Each composition follows the formula of ATen's CPU kernel, in f32 or f64: f16 and bf16, which
-ATen computes in f32 and rounds once, fall back (:func:`~.common._float_only`).
+Each composition follows the formula of ATen's kernel in f32 or f64. f16 and bf16 operands are
+widened to f32 and the result is rounded once, as ATen's kernels compute them (their "opmath"
+type): a bf16 GPT-2's layer-norm and tanh gradients, and Llama's SiLU gradient, fuse with the
+kernels around them instead of running as ATen calls.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fir.ir.dtypes import DType
 from fir.ir.graph import ExternNode, Literal, Value
 from fir.ir.types import TensorType
 
@@ -27,13 +30,39 @@ from .common import _arange_i64, _auto, _float_only, _reshape_to, _static_shape,
 from .registry import register
 
 
+def _wide(dtype: DType) -> DType:
+    """The dtype a composition computes ``dtype`` in: f32 for f16 and bf16."""
+    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+
+
 def _operands(em: Emitter, *xs: Any) -> list[Value]:
-    """Tensor operands in the result's (floating) dtype; mixed dtypes fall back."""
-    dtype = _float_only(em)
+    """Tensor operands in the dtype the composition computes the (floating) result's dtype in:
+    f16/bf16 ones widened to f32 (statistics already in f32 stay so); other dtypes fall back."""
+    dtype = _float_only(em, half_ok=True)
+    wide = _wide(dtype)
     out = [_tensor(x) for x in xs]
-    if any(x.type.dtype != dtype for x in out):
+    if any(x.type.dtype not in (dtype, wide) for x in out):
         raise Fallback("mixed dtypes")
-    return out
+    return [_widened(em, x, wide) for x in out]
+
+
+def _widened(em: Emitter, x: Value, wide: DType) -> Value:
+    v = em.cast(x, wide) if x.type.dtype != wide else x
+    assert isinstance(v, Value)
+    return v
+
+
+def _result(em: Emitter, opname: str, operands: list[Any], out: TensorType, **kw: Any) -> Value:
+    """The composition's last op, rounded once to ``out``'s dtype where it computed wider."""
+    if out.dtype == _wide(out.dtype):
+        return em.op(opname, operands, out, **kw)
+    return _narrowed(em, _auto(em, opname, operands, hint=kw.get("hint")), out.dtype)
+
+
+def _narrowed(em: Emitter, v: Value, dtype: DType) -> Value:
+    r = em.cast(v, dtype) if v.type.dtype != dtype else v
+    assert isinstance(r, Value)
+    return r
 
 
 @register("aten.threshold_backward.default")
@@ -41,7 +70,7 @@ def _threshold_backward(em: Emitter, grad: Any, x: Any, threshold: Any) -> Value
     g, x = _operands(em, grad, x)
     # ATen: x <= threshold ? 0 : grad
     le = _auto(em, "le", [x, Literal(float(threshold))])
-    return em.op("where", [le, Literal(0.0), g], em.out_type())
+    return _result(em, "where", [le, Literal(0.0), g], em.out_type())
 
 
 @register("aten.tanh_backward.default")
@@ -49,15 +78,15 @@ def _tanh_backward(em: Emitter, grad: Any, y: Any) -> Value:
     g, y = _operands(em, grad, y)
     # grad * (1 - y * y)
     one_minus = _auto(em, "sub", [Literal(1.0), _auto(em, "mul", [y, y])])
-    return em.op("mul", [g, one_minus], em.out_type())
+    return _result(em, "mul", [g, one_minus], em.out_type())
 
 
 @register("aten.sigmoid_backward.default")
 def _sigmoid_backward(em: Emitter, grad: Any, y: Any) -> Value:
     g, y = _operands(em, grad, y)
     # grad * (1 - y) * y
-    return em.op(
-        "mul", [_auto(em, "mul", [g, _auto(em, "sub", [Literal(1.0), y])]), y], em.out_type()
+    return _result(
+        em, "mul", [_auto(em, "mul", [g, _auto(em, "sub", [Literal(1.0), y])]), y], em.out_type()
     )
 
 
@@ -69,7 +98,7 @@ def _silu_backward(em: Emitter, grad: Any, x: Any) -> Value:
     inner = _auto(
         em, "add", [Literal(1.0), _auto(em, "mul", [x, _auto(em, "sub", [Literal(1.0), s])])]
     )
-    return em.op("mul", [_auto(em, "mul", [g, s]), inner], em.out_type())
+    return _result(em, "mul", [_auto(em, "mul", [g, s]), inner], em.out_type())
 
 
 @register("aten.gelu_backward.default")
@@ -94,7 +123,7 @@ def _gelu_backward(em: Emitter, grad: Any, x: Any, approximate: str = "none") ->
             [_auto(em, "add", [Literal(1.0), _auto(em, "mul", [x2, Literal(3 * c)])]), Literal(k)],
         )
         right_d = _auto(em, "mul", [_auto(em, "mul", [left, one_minus_t2]), du])
-        return em.op("mul", [g, _auto(em, "add", [left_d, right_d])], em.out_type())
+        return _result(em, "mul", [g, _auto(em, "add", [left_d, right_d])], em.out_type())
     if approximate != "none":
         raise Fallback(f"approximate={approximate!r}")
     # cdf = 0.5 (1 + erf(x / sqrt 2)), pdf = exp(-x^2 / 2) / sqrt(2 pi): grad * (cdf + x pdf)
@@ -102,7 +131,9 @@ def _gelu_backward(em: Emitter, grad: Any, x: Any, approximate: str = "none") ->
     cdf = _auto(em, "mul", [_auto(em, "add", [erf, Literal(1.0)]), Literal(0.5)])
     e = _auto(em, "exp", [_auto(em, "mul", [_auto(em, "mul", [x, x]), Literal(-0.5)])])
     pdf = _auto(em, "mul", [e, Literal(1.0 / math.sqrt(2.0 * math.pi))])
-    return em.op("mul", [g, _auto(em, "add", [cdf, _auto(em, "mul", [x, pdf])])], em.out_type())
+    return _result(
+        em, "mul", [g, _auto(em, "add", [cdf, _auto(em, "mul", [x, pdf])])], em.out_type()
+    )
 
 
 @register("aten.native_layer_norm_backward.default")
@@ -125,9 +156,13 @@ def _layer_norm_backward(
     vals = meta_value(em.node)
     # x_hat = (x - mean) * rstd
     xhat = _auto(em, "mul", [_auto(em, "sub", [x, mean]), rstd], hint="xhat")
+    wide = g.type.dtype
     gw = g
     if weight is not None:
-        gw = _auto(em, "mul", [g, _tensor(weight, "weight")], hint="gw")
+        w = _tensor(weight, "weight")
+        if w.type.dtype not in (wide, em.out_type(0).dtype):
+            raise Fallback("mixed dtypes")
+        gw = _auto(em, "mul", [g, _widened(em, w, wide)], hint="gw")
     results: list[Value | None] = [None, None, None]
     if output_mask[0]:
         # rstd / N * (N * gw - sum(gw) - x_hat * sum(gw * x_hat)), sums over the normalized dims
@@ -137,7 +172,7 @@ def _layer_norm_backward(
         t = _auto(em, "sub", [_auto(em, "mul", [gw, Literal(float(n))]), s1])
         t = _auto(em, "sub", [t, _auto(em, "mul", [xhat, s2])])
         scale = _auto(em, "mul", [rstd, Literal(1.0 / n)])
-        results[0] = em.op("mul", [scale, t], tensor_type(vals[0]), hint="dx")
+        results[0] = _result(em, "mul", [scale, t], tensor_type(vals[0]), hint="dx")
     for j, term in ((1, "dw"), (2, "db")):
         if not output_mask[j] or not isinstance(vals[j], type(vals[0])):
             continue
@@ -146,7 +181,7 @@ def _layer_norm_backward(
         s = what
         if outer:
             s = _auto(em, "sum", [what], {"dims": outer, "keepdim": False}, hint=term)
-        results[j] = _reshape_to(em, s, want.shape, hint=term)
+        results[j] = _reshape_to(em, _narrowed(em, s, want.dtype), want.shape, hint=term)
     return results
 
 

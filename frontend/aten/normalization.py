@@ -99,6 +99,12 @@ def _native_layer_norm(
         return [out, out, out]  # mean and rstd are never read
     dims = list(range(x.type.rank - len(shape), x.type.rank))
     stat = em.out_type(1)
+    if stat.dtype != x.type.dtype:
+        # CUDA's kernel gives f16/bf16 input f32 statistics: computed over the exactly widened
+        # input, as ATen accumulates them
+        wide = em.cast(x, stat.dtype)
+        assert isinstance(wide, Value)
+        x = wide
     mean = em.op("mean", [x], stat, {"dims": dims, "keepdim": True}, hint="mean")
     var = em.op("var", [x], stat, {"dims": dims, "keepdim": True, "correction": 0}, hint="var")
     e = em.op("add", [var, Literal(float(eps))], stat, hint="veps")
