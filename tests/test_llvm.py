@@ -397,7 +397,7 @@ def test_a_module_llvm_rejects_names_the_function_and_keeps_the_ir(
     from fir.backends.llvm.build import LLVMBuildError
     from llvmlite import ir
 
-    def broken(plans: object, symbol: object, triple: str, omp: bool = False) -> ir.Module:
+    def broken(plans: object, symbol: object, triple: str, **options: object) -> ir.Module:
         m = ir.Module(name="fir")
         m.triple = triple
         i64 = ir.IntType(64)
