@@ -382,6 +382,31 @@ def fit_power(
     return c, float(np.max(np.abs(np.polyval(c[::-1], xt) - yt) / np.abs(yt)))
 
 
+def fit_weighted(
+    f: Callable[[object], object],
+    lo: float,
+    hi: float,
+    deg: int,
+    center: float,
+    weight: Callable[[object], object],
+) -> tuple[np.ndarray, float]:
+    """Power-basis polynomial in x - center fitted to f on Chebyshev nodes of [lo, hi], its
+    error weighted by ``weight`` (the error it makes in the function the fit serves), and that
+    max weighted error."""
+    import mpmath as mp
+
+    u, _ = _nodes(lo, hi, 800)
+    x = lo + (hi - lo) * (u + 1) / 2
+    y = np.array([float(f(mp.mpf(float(v)))) for v in x])
+    w = np.array([float(weight(mp.mpf(float(v)))) for v in x])  # type: ignore[arg-type]
+    v = np.vander(x - center, deg + 1, increasing=True)
+    c = np.linalg.lstsq(v * w[:, None], y * w, rcond=None)[0]
+    xt = np.linspace(lo, hi, 4001)
+    yt = np.array([float(f(mp.mpf(float(t)))) for t in xt])
+    wt = np.array([float(weight(mp.mpf(float(t)))) for t in xt])  # type: ignore[arg-type]
+    return c, float(np.max(np.abs(np.polyval(c[::-1], xt - center) - yt) * wt))
+
+
 def fit() -> None:
     import mpmath as mp
 
@@ -422,6 +447,17 @@ def fit() -> None:
     fits["TANH_P_F32"] = fit_power(
         lambda z: (mp.tanh(mp.sqrt(z)) / mp.sqrt(z) - 1) / z if z else mp.mpf(-1) / 3, 0, 0.391, 5
     )
+    # pure-f32 erf: Q with 2/sqrt(pi) taken out (the kernel adds it as a head and tail), and
+    # L(a) = log(erfcx(a)) weighted by erfc/erf, the relative error it makes in erf
+    c0 = 2 / mp.sqrt(mp.pi)
+    fits["ERF_Q_F32"] = fit_weighted(
+        lambda z: (mp.erf(mp.sqrt(z)) / mp.sqrt(z) - c0) / z if z else -c0 / 3,
+        0, 0.5625, 5, 0.0, lambda z: 1,
+    )  # fmt: skip
+    fits["ERF_L_F32"] = fit_weighted(
+        lambda a: mp.log(mp.erfc(a)) + a * a,
+        0.75, 4.0, 8, 2.375, lambda a: mp.erfc(a) / mp.erf(a),
+    )  # fmt: skip
     for name, (c, e) in fits.items():
         if name.endswith("_F32"):
             c = c.astype(np.float32).astype(np.float64)

@@ -41,11 +41,14 @@ def translate(module: object, target: str, opt: bool = False) -> str:
         import llvmlite.binding as llvm
         from fir.backends.llvm.build import optimise, symbol
         from fir.backends.llvm.render import render_module
+        from fir.backends.plan.program import shared_storage
 
         plans = plan_module(module, scratch_rows=lambda _: False)  # type: ignore[arg-type]
         texts = []
         for p in plans:
-            text = str(render_module(p.kernels(), symbol, llvm.get_process_triple()))
+            kernels = p.kernels()
+            aliased = {k.name: shared_storage(p, k) for k in kernels}
+            text = str(render_module(kernels, symbol, llvm.get_process_triple(), aliased=aliased))
             texts.append(str(optimise(text, p.name)[0]) if opt else text)
         return "\n".join(texts)
     if target == "call":

@@ -29,6 +29,7 @@ from typing import Any
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.instructions import LoopBegin
+from fir.backends.plan.program import shared_storage
 from fir.ir.errors import FirError
 from fir.ir.types import dims_mul
 
@@ -239,7 +240,8 @@ class LLVMKernels:
         kernels = plan.kernels()
         self.threads = _threads()
         omp = self.threads > 1 and gomp_library() is not None
-        module = render_module(kernels, symbol, llvm.get_process_triple(), omp=omp)
+        aliased = {k.name: shared_storage(plan, k) for k in kernels}
+        module = render_module(kernels, symbol, llvm.get_process_triple(), omp=omp, aliased=aliased)
         self.ir = str(module)
         self.name = plan.name
         self.object = obj = compile_object(self.ir, plan.name, cache)  # kept while loaded

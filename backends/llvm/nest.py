@@ -5,9 +5,10 @@ accumulated side by side, the reduction loop outside)."""
 
 from __future__ import annotations
 
-from fir.backends.plan.instructions import (
-    Store,
-)
+from typing import Any
+
+import sympy
+from fir.backends.plan.instructions import CheckIndex, Compute, Load, Store
 from fir.backends.plan.loop_tree import Item, step, walk
 
 
@@ -15,3 +16,39 @@ def stores_contiguous(items: list[Item], var: str) -> bool:
     """Every store under ``items`` steps by one element along ``var`` (and there is one)."""
     stores = [i for i in walk(items) if isinstance(i, Store)]
     return bool(stores) and all(step(s.index, var) == 1 for s in stores)
+
+
+def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> bool:
+    """Whether the iterations of the innermost loop ``var`` over ``items`` touch memory
+    independently of each other, so that LLVM may vectorise it without checking at run time
+    that its buffers do not overlap (what the C++ back end's ``omp simd`` asserts). A check
+    that fails for the one case FIR makes on purpose, an in-place result (the same pointer
+    read and written), left those loops scalar: BERT's gelu after its matmul, 14 ms instead
+    of 0.5. It holds where:
+
+    * nothing leaves the loop early (an index check, an integer division by a zero);
+    * every store steps by one element along ``var`` (distinct elements per iteration);
+    * a load of a buffer that may share storage with a stored one (the same buffer, or both in
+      ``aliased``, the kernel's arguments that share storage; None: any two may) reads the
+      stored element itself, so no iteration reads what another writes.
+    """
+    instrs = walk(items)
+    for i in instrs:
+        if isinstance(i, CheckIndex):
+            return False
+        if isinstance(i, Compute) and i.op in ("floordiv", "mod") and not i.dtype.is_float:
+            return False
+    stores = [i for i in instrs if isinstance(i, Store)]
+    if any(step(s.index, var) != 1 for s in stores):
+        return False
+    loads = [i for i in instrs if isinstance(i, Load)]
+    for s in stores:
+        for ld in loads:
+            shared = aliased is None or (ld.buffer in aliased and s.buffer in aliased)
+            if (ld.buffer == s.buffer or shared) and not _same(ld.index, s.index):
+                return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0

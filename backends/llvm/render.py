@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import llvmlite.ir as ir
@@ -65,7 +65,7 @@ from fir.ir.errors import FirError
 from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
 
-from .nest import stores_contiguous
+from .nest import independent, stores_contiguous
 from .omp import add_driver
 from .vecmath import (
     MATH_F32,
@@ -107,6 +107,18 @@ ROW_LANES = 32
 LANE_KINDS = ("welford", "argmax", "argmin")
 
 
+class _AccessGroup(ir.values.MDValue):
+    """``distinct !{}``: an access group (the memory accesses of one loop whose iterations are
+    independent). llvmlite's metadata nodes are uniqued and never distinct, and two groups must
+    stay two nodes (compared by identity, not by their empty operands)."""
+
+    def descr(self, buf: list[str]) -> None:
+        buf += ("distinct !{}\n",)
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
 class LLVMRenderError(FirError):
     """A plan this back end cannot write (an op it does not cover yet)."""
 
@@ -132,9 +144,22 @@ def storage_type(dtype: DType) -> ir.Type:
 
 
 class _Kernel:
-    def __init__(self, module: ir.Module, plan: KernelPlan, symbol: str) -> None:
+    def __init__(
+        self,
+        module: ir.Module,
+        plan: KernelPlan,
+        symbol: str,
+        aliased: frozenset[str] | None = None,
+    ) -> None:
         self.m = module
         self.plan = plan
+        # the arguments that share storage with another (an in-place result); None: unknown,
+        # any two may
+        self.aliased = aliased
+        # loads and stores a loop's access group may hold (by id): those of buffers and of
+        # per-lane stack arrays (each iteration its own element)
+        self.accesses: set[int] = set()
+        self.lane_ptrs: set[int] = set()
         fnty = ir.FunctionType(
             I64, [I8.as_pointer().as_pointer(), I64.as_pointer(), I64.as_pointer(), I64, I64]
         )
@@ -276,9 +301,14 @@ class _Kernel:
         self.plain(lp)
 
     def plain(self, lp: Loop) -> None:
-        h = self.open_loop(lp.var, *self.bounds(lp))
+        h = self.open_loop(lp.var, *self.bounds(lp), parallel=self.independent(lp.body, lp.var))
         self.items(lp.body)
         self.close_loop(h)
+
+    def independent(self, items: list[Item], var: str) -> bool:
+        """Whether ``items`` is an innermost loop body whose iterations LLVM may take as
+        independent (:func:`.nest.independent`)."""
+        return not has_loops(items) and independent(items, var, self.aliased)
 
     def bounds(self, lb: LoopBegin) -> tuple[Any, Any]:
         """The range a loop runs: the parallel loop's is [start, stop) of its size (the runtime
@@ -292,12 +322,22 @@ class _Kernel:
         return self.b.select(self.b.icmp_signed("<", a, b), a, b)
 
     def open_loop(
-        self, var: str, lo: Any, hi: Any, step: int = 1, unroll: bool = True
+        self,
+        var: str,
+        lo: Any,
+        hi: Any,
+        step: int = 1,
+        unroll: bool = True,
+        parallel: bool = False,
     ) -> tuple[Any, ...]:
         """``for var = lo; var < hi; var += step``: the builder is left in the body, the
         counter (a stack slot) is ``syms[var]``; :meth:`close_loop` ends it. ``unroll=False``:
         LLVM must not unroll it (a loop over lanes of constant length would be unrolled into
-        scalar code before the loop vectoriser sees it)."""
+        scalar code before the loop vectoriser sees it). ``parallel``: an innermost loop whose
+        iterations touch memory independently (:func:`.nest.independent`): its accesses form
+        an access group the loop names in ``llvm.loop.parallel_accesses``, so the vectoriser
+        needs no run-time overlap checks (which an in-place result fails)."""
+        first = len(self.fn.blocks)
         counter = self.slot(I64, lo)
         cond = self.fn.append_basic_block(f"{var}.cond")
         body = self.fn.append_basic_block(f"{var}.body")
@@ -308,13 +348,21 @@ class _Kernel:
         self.b.cbranch(self.b.icmp_signed("<", v, hi), body, done)
         self.b.position_at_end(body)
         self.syms[var] = v
-        return var, counter, cond, done, step, unroll
+        return var, counter, cond, done, step, unroll, parallel, first
 
     def close_loop(self, h: tuple[Any, ...]) -> None:
-        var, counter, cond, done, step, unroll = h
+        var, counter, cond, done, step, unroll, parallel, first = h
         self.b.store(self.b.add(self.syms[var], ir.Constant(I64, step)), counter)
         latch = self.b.branch(cond)
         options = []
+        if parallel:
+            group = self.access_group([bb for bb in self.fn.blocks[first:] if bb is not done])
+            if group is not None:
+                options.append(
+                    self.m.add_metadata(
+                        [ir.MetaDataString(self.m, "llvm.loop.parallel_accesses"), group]
+                    )
+                )
         if not unroll:
             options.append(
                 self.m.add_metadata([ir.MetaDataString(self.m, "llvm.loop.unroll.disable")])
@@ -334,6 +382,26 @@ class _Kernel:
             latch.set_metadata("llvm.loop", loop_id)
         self.b.position_at_end(done)
 
+    def access_group(self, blocks: list[Any]) -> Any:
+        """A new access group holding every memory access of ``blocks`` (a loop's), or None
+        where one of them is not a buffer's, a lane array's or a constant table's: the loop
+        is then no parallel loop to LLVM, which keeps its checks. Stack slots of scalars are
+        left out: they become registers before the vectoriser runs."""
+        members = []
+        for bb in blocks:
+            for ins in bb.instructions:
+                if not isinstance(ins, (ir.LoadInstr, ir.StoreInstr)):
+                    continue
+                ptr = ins.operands[0] if isinstance(ins, ir.LoadInstr) else ins.operands[1]
+                if id(ins) in self.accesses or id(ptr) in self.lane_ptrs or _constant_table(ptr):
+                    members.append(ins)
+                elif not _scalar_slot(ptr):
+                    return None
+        group = _AccessGroup(self.m, [], name=str(len(self.m.metadata)))
+        for ins in members:
+            ins.set_metadata("llvm.access.group", group)
+        return group
+
     def interchanged(self, loops: list[Loop]) -> bool:
         """A pointwise nest whose innermost loop stores with a stride while another loop
         stores contiguously: that one runs innermost (NCHW batch norm over channels), so the
@@ -345,7 +413,8 @@ class _Kernel:
         if inner is None:
             return False
         hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp is not inner]
-        hs.append(self.open_loop(inner.var, *self.bounds(inner)))
+        parallel = self.independent(body, inner.var)
+        hs.append(self.open_loop(inner.var, *self.bounds(inner), parallel=parallel))
         self.items(body)
         for h in reversed(hs):
             self.close_loop(h)
@@ -372,7 +441,14 @@ class _Kernel:
         at, bt = self.syms[a.var + ".t"], self.syms[b.var + ".t"]
         side_c = ir.Constant(I64, side)
         hs.append(self.open_loop(a.var, at, self.smin(self.b.add(at, side_c), ahi)))
-        hs.append(self.open_loop(b.var, bt, self.smin(self.b.add(bt, side_c), bhi)))
+        hs.append(
+            self.open_loop(
+                b.var,
+                bt,
+                self.smin(self.b.add(bt, side_c), bhi),
+                parallel=self.independent(body, b.var),
+            )
+        )
         self.items(body)
         for h in reversed(hs):
             self.close_loop(h)
@@ -431,21 +507,29 @@ class _Kernel:
         """``for l < n: var = xb + l`` over ``items``, each accumulator and crossing value
         element ``l`` of its block array."""
         b = self.b
-        h = self.open_loop(var + ".l", ir.Constant(I64, 0), n)
+        h = self.open_loop(
+            var + ".l", ir.Constant(I64, 0), n, parallel=self.independent(items, var)
+        )
         lane = self.syms[var + ".l"]
         self.syms[var] = b.add(xb, lane)
-        zero = ir.Constant(I32, 0)
         for acc, (kind, dtype, arrs) in self.lane_accs.items():
-            self.accs[acc] = (kind, dtype, [b.gep(a, [zero, lane]) for a in arrs])
+            self.accs[acc] = (kind, dtype, [self.lane_ptr(a, lane) for a in arrs])
         for name, arr in arrays.items():
-            self.vals[name] = b.load(b.gep(arr, [zero, lane]))
+            self.vals[name] = b.load(self.lane_ptr(arr, lane))
         self.items(items)
         for name in sorted({d for i in walk(items) for d in defines(i)} & crossing):
             v = self.vals[name]
             if name not in arrays:
                 arrays[name] = self.alloca_b.alloca(ir.ArrayType(v.type, COLUMN_BLOCK))
-            b.store(v, b.gep(arrays[name], [zero, lane]))
+            b.store(v, self.lane_ptr(arrays[name], lane))
         self.close_loop(h)
+
+    def lane_ptr(self, array: Any, lane: Any) -> Any:
+        """Element ``lane`` of a stack array of lanes (or of a column block), which only the
+        iteration of that lane touches."""
+        p = self.b.gep(array, [ir.Constant(I32, 0), lane])
+        self.lane_ptrs.add(id(p))
+        return p
 
     def _load(self, i: Load) -> None:
         b = self.b
@@ -453,6 +537,7 @@ class _Kernel:
         if i.mask is not None:
             idx = b.select(self.vals[i.mask], idx, ir.Constant(I64, 0))
         raw = b.load(b.gep(self.bufs[i.buffer], [idx]))
+        self.accesses.add(id(raw))
         v = self.widen(raw, i.dtype)
         if i.mask is not None:
             other = self.const(i.other.value if i.other is not None else 0, i.dtype)
@@ -486,9 +571,10 @@ class _Kernel:
 
     def _store(self, i: Store) -> None:
         v = self.operand(i.value, i.dtype)
-        self.b.store(
+        st = self.b.store(
             self.narrow(v, i.dtype), self.b.gep(self.bufs[i.buffer], [self.index(i.index)])
         )
+        self.accesses.add(id(st))
 
     def _constant(self, i: Constant) -> None:
         self.vals[i.dst] = self.const(i.value.value, i.dtype)
@@ -921,18 +1007,21 @@ class _Kernel:
                 t = self.acc_init[a][0].type
                 n = b.sitofp(b.add(b.sdiv(vb, width), ir.Constant(I64, 1)), t)
                 self.uniform[a] = (n, b.fdiv(ir.Constant(t, 1.0), n))
-        lanes = self.open_loop(lp.var + ".l", ir.Constant(I64, 0), width, unroll=False)
+        parallel = self.independent(lp.body, lp.var)
+        lanes = self.open_loop(
+            lp.var + ".l", ir.Constant(I64, 0), width, unroll=False, parallel=parallel
+        )
         lane = self.syms[lp.var + ".l"]
         self.syms[lp.var] = b.add(vb, lane)
         for a in accs:
             kind, dtype, _ = scalar[a]
-            self.accs[a] = (kind, dtype, [b.gep(arr, [zero, lane]) for arr in arrays[a]])
+            self.accs[a] = (kind, dtype, [self.lane_ptr(arr, lane) for arr in arrays[a]])
         self.items(lp.body)
         self.close_loop(lanes)
         self.close_loop(blocks)
         self.accs.update(scalar)
         self.uniform.clear()
-        rest = self.open_loop(lp.var, b.load(blocks[1]), size)
+        rest = self.open_loop(lp.var, b.load(blocks[1]), size, parallel=parallel)
         self.items(lp.body)
         self.close_loop(rest)
         for a in accs:
@@ -1012,6 +1101,21 @@ class _Kernel:
             self.dtypes[dst] = dt
 
 
+def _scalar_slot(ptr: Any) -> bool:
+    """A stack slot of one scalar (a loop counter, an accumulator): ``mem2reg`` makes it a
+    register before the vectoriser runs."""
+    return isinstance(ptr, ir.AllocaInstr) and not isinstance(ptr.allocated_type, ir.ArrayType)
+
+
+def _constant_table(ptr: Any) -> bool:
+    """An element of a constant global (a table of :mod:`.vecmath`): nothing writes it."""
+    return (
+        isinstance(ptr, ir.GEPInstr)
+        and isinstance(ptr.pointer, ir.GlobalVariable)
+        and ptr.pointer.global_constant
+    )
+
+
 def scratch_rows(plan: KernelPlan) -> bool:
     """Whether the planner may keep scratch rows for this kernel (asked with its plan without
     them): not for a column reduction, which accumulates a block of outputs side by side and
@@ -1036,14 +1140,20 @@ def _dtype_of(ty: ir.Type, fallback: DType) -> DType:
 
 
 def render_module(
-    plans: list[KernelPlan], symbol: Callable[[str], str], triple: str, omp: bool = False
+    plans: list[KernelPlan],
+    symbol: Callable[[str], str],
+    triple: str,
+    omp: bool = False,
+    aliased: Mapping[str, frozenset[str]] | None = None,
 ) -> ir.Module:
     """One LLVM module with a function for each plan; with ``omp``, also each one's OpenMP
-    driver (:mod:`.omp`)."""
+    driver (:mod:`.omp`). ``aliased``: per kernel, the arguments that share storage with
+    another (``shared_storage`` of the program's plan); a kernel it does not name is taken
+    to have any two arguments overlap."""
     m = ir.Module(name="fir")
     m.triple = triple
     for p in plans:
-        _Kernel(m, p, symbol(p.name)).write()
+        _Kernel(m, p, symbol(p.name), None if aliased is None else aliased.get(p.name)).write()
         if omp:
             add_driver(m, m.globals[symbol(p.name)])
     return m
