@@ -42,10 +42,19 @@ def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> 
     if any(step(s.index, var) != 1 for s in stores):
         return False
     loads = [i for i in instrs if isinstance(i, Load)]
-    for s in stores:
+
+    def overlap(a: str, b: str) -> bool:
+        return a == b or aliased is None or (a in aliased and b in aliased)
+
+    for k, s in enumerate(stores):
         for ld in loads:
-            shared = aliased is None or (ld.buffer in aliased and s.buffer in aliased)
-            if (ld.buffer == s.buffer or shared) and not _same(ld.index, s.index):
+            if overlap(ld.buffer, s.buffer) and not _same(ld.index, s.index):
+                return False
+        # two stores into one memory write the same element, or a later iteration's store
+        # could land before an earlier one's (the order of writes to one element is the
+        # program's)
+        for t in stores[k + 1 :]:
+            if overlap(s.buffer, t.buffer) and not _same(s.index, t.index):
                 return False
     return True
 
