@@ -31,7 +31,7 @@ from fir.backends.plan.instructions import (
 )
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
-from fir.ir.interpreter import apply_elementwise, eval_index, literal_tensor
+from fir.ir.interpreter import apply_elementwise, cast_tensor, eval_index, literal_tensor
 
 
 class PlanKernels:
@@ -115,7 +115,8 @@ class _Run:
             if i.op == "cast":
                 (a,) = args
                 a = literal_tensor(a.value, i.dtype.to_torch()) if isinstance(a, Literal) else a
-                self.values[i.dst] = a.to(i.dtype.to_torch())
+                # FIR's cast rule (saturating, NaN to 0), not torch's undefined ``.to``
+                self.values[i.dst] = cast_tensor(a, i.dtype.to_torch())
                 return
             out = apply_elementwise(i.op, args, i.dtype.to_torch())
             self.values[i.dst] = out.to(i.dtype.to_torch())
