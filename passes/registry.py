@@ -29,10 +29,10 @@ _PASSES: dict[str, str] = {
 _PIPELINES: dict[str, str] = {
     "cleanup": "canonicalize,cse,canonicalize",
     "lowering": "decompose,lower,inline,deps,dce,plan-memory",
-    "fusion": "decompose,lower,inline,deps,dce,fuse,reorder,plan-memory",
+    "fusion": "decompose,cse,lower,inline,deps,dce,fuse,reorder,plan-memory",
     # the Triton back end's: large matmuls padded to aligned sizes for the GPU's matmul
     # library, reductions with few outputs split across programs
-    "cuda": "decompose,pad-matmul,lower,inline,split-reductions,deps,dce,fuse,reorder,plan-memory",
+    "cuda": "decompose,pad-matmul,cse,lower,inline,split-reductions,deps,dce,fuse,reorder,plan-memory",
 }
 
 _SUMMARIES: dict[str, str] = {}

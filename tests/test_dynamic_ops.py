@@ -225,3 +225,36 @@ def test_run_graph_of_an_imported_symbolic_slice() -> None:
     for n in (5, 11):
         x, table = torch.randn(3, n), torch.randn(1, 64)
         torch.testing.assert_close(run_graph(module.funcs[0], [x, table])[0], f(x, table))
+
+
+def _cudnn_attention_of(query_of: Any) -> Any:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: Any, k: Any, v: Any) -> Any:
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention.default(
+            query_of(x), k, v, None, False, 0.0, True, False
+        )
+        return out[0] + 1
+
+    x = torch.empty(2, 16, 32, device="meta")
+    k = torch.empty(2, 4, 16, 8, device="meta")
+    module, _, _ = import_graph_module(make_fx(f)(x, k, k))
+    (call,) = [n for n in module.funcs[0].nodes if isinstance(n, ExternNode)]
+    return call
+
+
+def test_cudnn_attention_output_follows_the_query_fir_computes() -> None:
+    # cuDNN lays its output out in the query's dimension order. Llama's rotary query is a
+    # pointwise op over a transposed projection: eager (and the trace) lays it out [batch,
+    # tokens, heads, dim], FIR computes it densely, so the output is declared dense too; the
+    # traced layout made the runtime copy every call's output into it
+    call = _cudnn_attention_of(lambda x: x.view(2, 16, 4, 8).transpose(1, 2) * 2)
+    assert call.args[0].type.layout is None
+    assert call.results[0].type.layout is None, call.results[0].type
+
+
+def test_cudnn_attention_output_of_a_transposed_view_keeps_its_order() -> None:
+    # GPT-2's query is a view of the projection: [batch, tokens, heads, dim] in memory, and so
+    # is the output
+    call = _cudnn_attention_of(lambda x: x.view(2, 16, 4, 8).transpose(1, 2))
+    assert tuple(call.results[0].type.strides) == (512, 8, 32, 1)
