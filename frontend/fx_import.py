@@ -148,6 +148,8 @@ class Importer:
         self.report = ImportReport()
         self.constants: list[torch.Tensor] = []
         self.placeholders: list[torch.fx.Node] = []
+        # (query, output) of each cuDNN attention call: :meth:`_follow_query_layout`
+        self.attention_queries: list[tuple[Any, Value]] = []
         # size symbols known when the graph runs: plain dimensions of tensor inputs, size inputs
         self.bindable: set[Any] = set()
         # the 0-d arguments of symbolic numbers, by PyTorch's expression and dtype
@@ -400,6 +402,8 @@ class Importer:
         views = self.graph.attrs["output_views"] = self._output_views(tensors)
         for k, o in enumerate(tensors):
             self._eager_layout(k, o, k in views)
+        for query, out in self.attention_queries:
+            self._follow_query_layout(query, out)
 
     def _eager_storage(self, o: torch.fx.Node) -> None:
         """Lay the value of ``o`` out in storage as eager does, where an extern view (a view op
@@ -652,7 +656,8 @@ class Importer:
                 if isinstance(n.args[k], torch.fx.Node):
                     self._eager_storage(n.args[k])
         if name == CUDNN_ATTENTION and isinstance(n.args[0], torch.fx.Node):
-            self._follow_query_layout(self.values.get(n.args[0]), node.results[0])
+            # decided once the outputs' layouts are (a query saved for the backward is one)
+            self.attention_queries.append((self.values.get(n.args[0]), node.results[0]))
         self.graph.nodes.append(node)
         by_position = dict(zip(kept, node.results))
         self.values[n] = (

@@ -258,3 +258,23 @@ def test_cudnn_attention_output_of_a_transposed_view_keeps_its_order() -> None:
     # is the output
     call = _cudnn_attention_of(lambda x: x.view(2, 16, 4, 8).transpose(1, 2))
     assert tuple(call.results[0].type.strides) == (512, 8, 32, 1)
+
+
+def test_a_query_saved_for_the_backward_keeps_the_traced_layout_and_so_does_the_output() -> None:
+    # in training the query is a forward output (saved for attention's backward), computed in
+    # eager's layout: the output follows it, as traced, and needs no copy
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: Any, k: Any, v: Any) -> Any:
+        q = x.view(2, 16, 4, 8).transpose(1, 2) * 2
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention.default(
+            q, k, v, None, False, 0.0, True, False
+        )
+        return out[0] + 1, q
+
+    x = torch.empty(2, 16, 32, device="meta")
+    k = torch.empty(2, 4, 16, 8, device="meta")
+    module, _, _ = import_graph_module(make_fx(f)(x, k, k))
+    (call,) = [n for n in module.funcs[0].nodes if isinstance(n, ExternNode)]
+    assert tuple(call.args[0].type.strides) == (512, 8, 32, 1)
+    assert tuple(call.results[0].type.strides) == (512, 8, 32, 1)
