@@ -253,10 +253,9 @@ def test_bf16_layer_norm_with_f32_statistics_is_composed() -> None:
     them: both are now FIR ops (the statistics over the widened input, the gradients in f32
     rounded once) instead of ATen calls. The graph is traced on the meta device, whose shapes
     and dtypes are CUDA's, and run by FIR's interpreter against float64."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     from fir.frontend.fx_import import import_graph_module
     from fir.ir.interpreter import run_graph
+    from torch.fx.experimental.proxy_tensor import make_fx
 
     def f(x: Any, w: Any, b: Any, g: Any) -> Any:
         y, mean, rstd = aten.native_layer_norm(x, [16], w, b, 1e-5)
