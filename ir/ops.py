@@ -206,6 +206,23 @@ UNARY_FLOAT = [
     "digamma",
     "reciprocal",
 ]
+# What a scalar op costs to compute again, in simple ops: a transcendental function (a libdevice
+# or libm call of tens of instructions), a division or a power counts COSTLY; the rest count 1.
+# The plan keeps costly values in scratch rows instead of computing them twice, the inline pass
+# realizes costly bodies that broadcast readers would compute again for every element, and the
+# renderers pick their launch shapes by how many costly ops a kernel has.
+COSTLY = 8
+COSTLY_OPS = frozenset(
+    [
+        *(n for n in UNARY_FLOAT if n != "reciprocal"),
+        "tan",
+        "div",
+        "truediv",
+        "pow",
+        "atan2",
+    ]
+)
+
 UNARY_NUMERIC = ["neg", "abs", "relu", "square", "sign", "floor", "ceil", "round", "trunc"]
 UNARY_TO_BOOL_FLOAT = ["isnan", "isinf", "isfinite", "signbit"]
 BINARY_NUMERIC = ["add", "sub", "mul", "maximum", "minimum", "floordiv", "mod"]

@@ -48,7 +48,6 @@ from fir.backends.plan.instructions import (
     LoopBegin,
     Store,
 )
-from fir.backends.plan.kernel import COSTLY_OPS
 from fir.backends.plan.loop_tree import (
     Item,
     Loop,
@@ -63,6 +62,7 @@ from fir.backends.plan.loop_tree import (
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
+from fir.ir.ops import COSTLY_OPS
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .nest import independent, stores_contiguous
@@ -590,6 +590,9 @@ class _Kernel:
     def _checkindex(self, i: CheckIndex) -> None:
         b = self.b
         src = self.convert(self.vals[i.src], self.dtypes.get(i.src, DType.I64), DType.I64)
+        if i.proven:
+            self.syms[i.symbol] = src
+            return
         bad = b.or_(
             b.icmp_signed("<", src, ir.Constant(I64, 0)),
             b.icmp_signed(">=", src, self.index(i.bound)),

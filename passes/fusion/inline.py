@@ -26,7 +26,9 @@ from fir.ir.graph import (
     Value,
     alias_root,
 )
+from fir.ir.ops import COSTLY, COSTLY_OPS
 from fir.ir.symbolic import free_symbols, is_indirect
+from fir.ir.types import dims_mul
 
 from ..base import Option, Pass, paused_gc
 
@@ -46,6 +48,7 @@ CATEGORIES = (
     "mutation",
     "masked read",
     "max-body-ops",
+    "recompute",
 )
 
 # Ops that cost (next to) nothing to compute again in every reader: the max-ops rule, which keeps
@@ -91,10 +94,16 @@ class _Info:
     loads: dict[tuple[int, Any], bool]  # (id(buffer), index) -> read under a mask
     buffers: dict[int, Value]  # the buffers it loads, by id
     can_fault: bool  # its own body has an op with no defined result on some inputs
+    own_cost: int  # own_compute weighted: a transcendental op, a division or a power counts COSTLY
     eff_ops: int = 0  # ops once the inlined producers are copied in (before de-duplication)
     eff_compute: int = 0  # the same, counting own_compute
     eff_reads: frozenset[int] = field(default_factory=frozenset)  # buffers read after inlining
     eff_fault: bool = False
+    eff_cost: int = 0  # own_cost with the inlined producers' (once per load)
+    eff_reduced: bool = False  # reads a reduction's result, itself or through an inlined producer
+    # inlined producers in the effective body that it reads broadcast: producer -> elements of
+    # this node per element of the producer (the recompute rule's candidates)
+    broadcast: dict[_Info, int] = field(default_factory=dict)
     reason: str | None = None  # None: inlined
     category: str = ""
 
@@ -105,6 +114,7 @@ def _scan(node: LoopNode, position: int) -> _Info:
     buffers: dict[int, Value] = {}
     own_ops = 0
     own_compute = 0
+    own_cost = 0
     can_fault = False
     has_indirect = False
     for op in node.body.ops:
@@ -117,6 +127,7 @@ def _scan(node: LoopNode, position: int) -> _Info:
         own_ops += 1
         if op.opcode not in _CHEAP_OPS:
             own_compute += 1
+            own_cost += _op_cost(op)
         if op.opcode == "indirect":
             has_indirect = True
         elif op.opcode in _DIVIDING_OPS:
@@ -131,7 +142,34 @@ def _scan(node: LoopNode, position: int) -> _Info:
         ):
             # an indirect index computed from a masked-off load is not known to be in bounds
             can_fault = True
-    return _Info(node, position, own_ops, own_compute, loads, buffers, can_fault)
+    return _Info(node, position, own_ops, own_compute, loads, buffers, can_fault, own_cost)
+
+
+def _op_cost(op: Any) -> int:
+    """What computing ``op`` again costs, in simple ops (a division by a literal is a
+    multiplication or a shift)."""
+    if op.opcode not in COSTLY_OPS:
+        return 1
+    if op.opcode in ("div", "truediv") and isinstance(op.operands[-1], Literal):
+        return 1
+    return COSTLY
+
+
+def _reuse(consumer: LoopNode, producer: LoopNode) -> int:
+    """How many times ``consumer`` visits each element of ``producer`` per load of it: the ratio
+    of their iteration spaces (symbolic sizes taken at 2, the smallest a dynamic size is)."""
+    import sympy
+
+    def elements(n: LoopNode) -> Any:
+        return sympy.sympify(dims_mul([s for _, s in n.ranges + n.reduction_ranges]))
+
+    mine = elements(producer)
+    if mine == 0:
+        return 0
+    ratio = elements(consumer) / mine
+    if ratio.free_symbols:
+        ratio = ratio.subs({sym: 2 for sym in ratio.free_symbols})
+    return int(ratio) if ratio.is_number else 0
 
 
 def _is_float(v: Any) -> bool:
@@ -169,6 +207,18 @@ class InlinePass(Pass):
         ),
         "max-acc-reads": Option(
             int, 8, "a buffer is realized once its body (after inlining) reads more buffers"
+        ),
+        "recompute-reuse": Option(
+            int,
+            8,
+            "a body a reader visits this many times per element (a broadcast read) is a "
+            "candidate for realizing by the recompute rule",
+        ),
+        "recompute-cost": Option(
+            int,
+            16,
+            "realize a reader's broadcast candidates when their costs (a transcendental op, "
+            "a division or a power counts 8) add up to this",
         ),
         "disable": Option(bool, False, "realize every loop node"),
     }
@@ -270,21 +320,69 @@ class InlinePass(Pass):
                 total -= contribution.pop(p)
                 if total <= limit:
                     break
+        self.recompute_rule(consumer, loads_of)
         reads: set[int] = set()
         fault = consumer.can_fault
         compute = consumer.own_compute
+        cost = consumer.own_cost
         for p, copies in loads_of.items():  # the producers still inlined, once per load
             if p.reason is None:
                 compute += p.eff_compute * copies
+                cost += p.eff_cost * copies
+        reduced = False
         for b in consumer.buffers:
             p = by_value.get(b)
             if p is not None and p.reason is None:
                 reads |= p.eff_reads
                 fault = fault or p.eff_fault
+                reduced = reduced or p.eff_reduced
             else:
                 reads.add(b)
+                reduced = reduced or (p is not None and p.node.is_reduction)
         consumer.eff_ops, consumer.eff_reads, consumer.eff_fault = total, frozenset(reads), fault
-        consumer.eff_compute = compute
+        consumer.eff_compute, consumer.eff_cost, consumer.eff_reduced = compute, cost, reduced
+
+    def recompute_rule(self, consumer: _Info, loads_of: dict[_Info, int]) -> None:
+        """Realize the inlined producers that ``consumer`` reads broadcast (each element visited
+        recompute-reuse times or more) when together they cost recompute-cost or more per
+        element: T5's relative-position buckets (a log and casts, 8 heads to an element) and
+        Llama's rotary cos and sin (64 reads an element in every layer) otherwise make their
+        readers compute-bound. A producer derived from a reduction's result (a norm's rsqrt of
+        the variance) is left inlined: it is computed once per row where it fuses."""
+        reuse_limit: int = self.recompute_reuse  # type: ignore[attr-defined]
+        cost_limit: int = self.recompute_cost  # type: ignore[attr-defined]
+        found: dict[_Info, int] = {}
+
+        def candidate(p: _Info, reuse: int) -> None:
+            if (
+                p.reason is None
+                and not p.eff_reduced
+                and p.eff_cost >= COSTLY  # a cheap body costs less than its load
+                and reuse >= reuse_limit
+            ):
+                found[p] = max(found.get(p, 0), reuse)
+
+        for p, copies in loads_of.items():
+            if p.reason is not None:
+                continue
+            reuse = _reuse(consumer.node, p.node) * copies
+            candidate(p, reuse)
+            # what an inlined producer reads broadcast, this node reads so too (Llama's rotary
+            # sum reads cos through one product and sin through the other)
+            for q, inner in p.broadcast.items():
+                candidate(q, inner * max(reuse, 1))
+        total = sum(p.eff_cost for p in found)
+        if total < cost_limit:
+            consumer.broadcast = found
+            return
+        name = consumer.node.result.name
+        for p, reuse in found.items():
+            self.realize(
+                p,
+                f"%{name} reads each element {reuse} times; broadcast bodies cost {total} "
+                f">= recompute-cost={cost_limit}",
+                "recompute",
+            )
 
     def own_rules(self, info: _Info, readers: list[Node], outputs: set[int]) -> None:
         """The rules that depend on the node itself and on who reads it."""
