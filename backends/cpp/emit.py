@@ -249,7 +249,9 @@ class Emitter:
         elif isinstance(i, CheckIndex):
             sym = self.ref(i.symbol)
             bound = self.dim(i.bound)
-            if i.mask is None:
+            if i.proven:
+                self.define(i.symbol, f"int64_t({self.ref(i.src)})")
+            elif i.mask is None:
                 self.define(i.symbol, f"int64_t({self.ref(i.src)})")
                 self.emit(
                     f"if ({sym} < 0 || {sym} >= {bound}) " + self.fail(str(i.code), sym, exit_)

@@ -111,6 +111,18 @@ class VarMap:
         e = self.exprs.get(v)
         return self.final.get(e) if isinstance(e, sympy.Symbol) else None
 
+    def kernel_loop_of(self, v: sympy.Symbol) -> sympy.Symbol | None:
+        """The one kernel variable that member variable ``v`` is part of: ``v`` itself, or a
+        merged loop that runs ``v`` with its neighbours (``v`` is then ``x % n`` or ``x // n``
+        of it). None when ``v`` is squeezed or spread over several kernel variables."""
+        e = self.exprs.get(v)
+        if e is None:
+            return None
+        syms = sympy.sympify(e).free_symbols
+        if len(syms) != 1:
+            return None
+        return self.final.get(next(iter(syms)))  # type: ignore[arg-type]
+
 
 def map_member(member: LoopNode, loops: Sequence[KLoop], full_domain: bool) -> VarMap:
     """The variables of ``member`` in terms of ``loops``. ``full_domain``: a pointwise member

@@ -89,7 +89,9 @@ class CheckIndex:
     kernel reports ``code`` (the runtime names the kernel, the buffers read through it and the
     value) and reads nothing through it. With a ``mask`` (the one mask of every load that uses
     the index), only points where the mask holds are checked, as the interpreter checks a
-    masked load; elsewhere the index is 0 and nothing is read through it."""
+    masked load; elsewhere the index is 0 and nothing is read through it. ``proven``: the
+    program guarantees the range (:func:`fir.ir.ranges.value_range`), so a renderer only binds
+    the symbol (no check, no error code)."""
 
     symbol: str  # the name of the index symbol in index expressions (``%3``)
     src: str
@@ -97,6 +99,7 @@ class CheckIndex:
     buffers: tuple[str, ...]
     code: int
     mask: str | None = None
+    proven: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,8 @@ def instr_str(i: Instr) -> str:
     if isinstance(i, IndexValue):
         return f"{i.dst} = index {print_expr(i.index)} : {i.dtype}"
     if isinstance(i, CheckIndex):
+        if i.proven:
+            return f"{i.symbol} = index {i.src} < {dim_str(i.bound)} (proven in range)"
         return (
             f"{i.symbol} = check {i.src} < {dim_str(i.bound)}"
             + (f" if {i.mask}" if i.mask is not None else "")

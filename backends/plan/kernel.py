@@ -34,6 +34,7 @@ from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import BodyOp, BodyValue, Literal, LoopNode, Value
 from fir.ir.kernels import Step, kernel_space
+from fir.ir.ops import COSTLY, COSTLY_OPS
 from fir.ir.symbolic import indirect_symbol, is_indirect, print_expr
 from fir.ir.types import Dim, dim_str, dims_mul
 
@@ -88,42 +89,6 @@ class Scratch:
 # only for a value whose body costs at least STASH_COST (a transcendental op counts COSTLY).
 SCRATCH_BYTES = 64 << 10
 STASH_COST = 8
-COSTLY = 8
-COSTLY_OPS = frozenset(
-    [
-        "exp",
-        "exp2",
-        "expm1",
-        "log",
-        "log2",
-        "log10",
-        "log1p",
-        "sin",
-        "cos",
-        "tan",
-        "asin",
-        "acos",
-        "atan",
-        "sinh",
-        "cosh",
-        "tanh",
-        "asinh",
-        "acosh",
-        "atanh",
-        "erf",
-        "erfc",
-        "erfinv",
-        "pow",
-        "sigmoid",
-        "div",
-        "truediv",
-        "rsqrt",
-        "sqrt",
-        "atan2",
-        "lgamma",
-        "digamma",
-    ]
-)
 
 
 @dataclass
@@ -226,6 +191,11 @@ class _Builder:
         self.key_of: dict[str, _Key] = {}  # value name -> key
         self.cost: dict[_Key, int] = {}
         self.avail: dict[_Key, tuple[str, int]] = {}  # key -> (value, phase it is in scope of)
+        # indirect indices: checked symbol by name; the first symbol of each check (source,
+        # bound, guard); later symbols of the same check -> the first, for keys
+        self.checked: dict[str, sympy.Symbol] = {}
+        self.canonical: dict[_Key, sympy.Symbol] = {}
+        self.canon_syms: dict[sympy.Symbol, sympy.Symbol] = {}
         self.first: dict[_Key, tuple[str, int]] = {}  # key -> first computed, in a reduction pass
         self.repeats: set[_Key] = set()  # computed again in a later reduction pass
         self.later_users: dict[_Key, set[_Key | None]] = {}  # None: used other than by an op
@@ -491,20 +461,45 @@ class _Builder:
                 mask = names[id(op.mask)] if op.mask is not None else None
                 names[id(op.result)] = self._load(j, op, dst, index, mask)
             elif op.opcode == "indirect":
+                src = operand(op.operands[0])
+                guard = guards.get(id(op.result))
+                mask = names.get(id(guard)) if guard is not None else None
+                ckey: _Key = (
+                    "check",
+                    self._key(src),
+                    op.bound,
+                    self._key(mask) if mask is not None else None,
+                )
+                hit = self.avail.get(ckey)
+                if hit is not None and (hit[1] == self.phase or self.phase_kinds[hit[1]] == "x"):
+                    # the same index checked already where this member can see it (another
+                    # member of the pass gathers by it too): read by the checked symbol
+                    symbols[indirect_symbol("%" + op.result.name)] = self.checked[hit[0]]
+                    names[id(op.result)] = hit[0]
+                    continue
                 sym = indirect_symbol(f"%{prefix}{op.result.name}")
                 symbols[indirect_symbol("%" + op.result.name)] = sym
+                self.checked[sym.name] = sym
+                # a later pass checks it again (its own symbol); the values gathered by either
+                # are the same values, so keys name the first symbol (a costly value computed
+                # from a gather is then found repeated, and kept in a scratch row)
+                self.canonical.setdefault(ckey, sym)
+                if self.canonical[ckey] is not sym:
+                    self.canon_syms[sym] = self.canonical[ckey]
+                self.avail[ckey] = (sym.name, self.phase)
+                read = _buffers_through(m, op.result.name)
+                self._used_outside_ops(src)
+                if _proven_in_bounds(m, op):
+                    self.instrs.append(CheckIndex(sym.name, src, op.bound, read, -1, mask, True))
+                    names[id(op.result)] = sym.name
+                    continue
                 code = self.next_error
                 self.next_error += 1
-                read = _buffers_through(m, op.result.name)
                 self.errors[code] = (
                     f"kernel {self.name}: indirect index %{op.result.name} of %{m.result.name} "
                     f"out of bounds [0, {dim_str(op.bound)}) for "
                     + ", ".join("%" + b for b in read)
                 )
-                src = operand(op.operands[0])
-                self._used_outside_ops(src)
-                guard = guards.get(id(op.result))
-                mask = names.get(id(guard)) if guard is not None else None
                 self.instrs.append(CheckIndex(sym.name, src, op.bound, read, code, mask))
                 names[id(op.result)] = sym.name
             elif op.opcode == "index":
@@ -589,7 +584,7 @@ class _Builder:
         key: _Key = (
             "load",
             buf.name,
-            e,
+            e.xreplace(self.canon_syms) if self.canon_syms and not isinstance(e, int) else e,
             self._key(mask) if mask is not None else None,
             repr(op.other),
             buf.type.dtype,
@@ -639,7 +634,10 @@ class _Builder:
         return sorted(found)
 
     def _tile(self) -> tuple[str, str] | None:
-        """A member's tiling hint, as kernel loops (when its loops are the kernel's)."""
+        """A member's tiling hint, as kernel loops (when its loops are the kernel's). A hinted
+        loop that reorder merged with its neighbours (contiguous for every access, so the hinted
+        loop is the merged loop's fast end) is tiled as that merged loop: BERT's key, written
+        transposed as [8, 12, 64, 256] from [8, 256, 768] rows, tiles (256, 12 x 64)."""
         for j, m in enumerate(self.members):
             hint = m.attrs.get("tile")
             if not isinstance(hint, list) or len(hint) != 2:
@@ -648,7 +646,7 @@ class _Builder:
             pair = []
             for name in hint:
                 v = by_name.get(name)
-                k = self.maps[j].kernel_var(v) if v is not None else None
+                k = self.maps[j].kernel_loop_of(v) if v is not None else None
                 if k is not None:
                     pair.append(k.name)
             if len(pair) == 2 and pair[0] != pair[1]:
@@ -721,6 +719,17 @@ def _uses(i: Instr) -> set[str]:
     if isinstance(i, (Accumulate, Store)) and isinstance(i.value, str):
         out.add(i.value)
     return out
+
+
+def _proven_in_bounds(m: LoopNode, op: BodyOp) -> bool:
+    """Whether indirect index ``op`` of ``m`` lies in ``[0, bound)`` by what the program computes
+    (T5's relative-position buckets: ``[0, 31]`` into a 32-row table)."""
+    from fir.ir.ranges import value_range
+
+    if not isinstance(op.bound, int):
+        return False
+    r = value_range(op.operands[0], m)
+    return r is not None and r[0] >= 0 and r[1] < op.bound
 
 
 # ops that can fail (an integer division by zero): kept even when their value is not used
