@@ -258,6 +258,16 @@ def test_column_sum_takes_many_outputs_per_block() -> None:
     assert cfg.XBLOCK > 1 and not cfg.persistent
 
 
+def test_a_column_sum_of_few_rows_takes_a_block_of_all_of_them() -> None:
+    # the sum over Llama's 4 repeated key heads in its backward: 32 x 4 blocks of 16 warps
+    # took 55 us on an H200; a block holds all the rows and hundreds of outputs
+    text = "func @f(%x: f32[4, 3000]) -> (f32[3000]) {\n  %s = sum %x {dims = [0]} : f32[3000]\n"
+    text += "  return %s\n}\n"
+    (p,) = check(text)
+    (cfg,) = p.kernels.configs.values()  # type: ignore[attr-defined]
+    assert cfg.columns and cfg.RBLOCK == 4 and cfg.XBLOCK >= 256, cfg.text()
+
+
 def test_a_reduction_of_one_element() -> None:
     # the OpInfo suite on a GPU: sum of a 0-d or 1-element tensor has no reduction loop left
     for shape in ("1", "", "1, 1"):
@@ -669,6 +679,7 @@ def test_a_launch_from_another_devices_thread_runs_in_the_kernels_context() -> N
     k.name, k.ordinal, k.driver, k.function = "add", 1, d, 1001
     k.block, k.shared, k.params, k.lock = 128, 0, None, threading.Lock()
     k.slots = []
+    k.fixed_arguments()
     k.launch([], [], (1, 1, 1), 0)
     assert fake.launched_in == [1001]
     assert fake.current == 1000  # the thread's own context again
@@ -688,3 +699,17 @@ def test_compile_options_fix_what_triton_versions_default_differently(
     assert options.get("enable_fp_fusion", True) is True
     assert ("enable_fp_fusion" in options) == ("enable_fp_fusion" in fields)
     assert ("enable_reflect_ftz" in options) == ("enable_reflect_ftz" in fields)
+
+
+def test_gather_by_a_proven_index_has_no_check() -> None:
+    # T5's relative-position bucket, [0, 29] into a 32-row table: bound without a check (no
+    # error argument at all), and the same values as the interpreter; 29 rows keep the check
+    from test_ranges import bucket_program
+
+    (program,) = check(bucket_program(realized=True), inputs=[torch.randn(32, 2)])
+    source = program.kernels.source  # type: ignore[attr-defined]
+    assert "fir_err" not in source
+    (short,) = compile_text(bucket_program(rows=29, realized=True))
+    assert "fir_err" in short.kernels.source  # type: ignore[attr-defined]
+    with pytest.raises(KernelIndexError):
+        short(torch.randn(29, 2).to(DEVICE))

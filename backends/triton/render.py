@@ -80,7 +80,11 @@ COLUMN_BLOCKS = (32, 64, 16)
 # compute-bound: one element a thread (deep_chain, 40 sin: 1.28 ms with 256 x 8 warps, 1.72 ms
 # with 1024 x 4)
 HEAVY_OPS = 8
-BLOCK_ELEMENTS = 4096  # elements of a reduction block (XBLOCK * RBLOCK)
+# elements of a persistent reduction's block (XBLOCK * RBLOCK) where a row is shorter: rows of
+# 256 and 512 (BERT's and T5's attention softmax, 64 * 512 rows of 512 f32: 67 us with 2 rows
+# and 4 warps, 77 us with 4 rows and 8, on an H200) and 768 (BERT's layer norm, 8.6 against
+# 9.0 us) ran fastest at 1024 elements and 4 warps: 8 elements a thread
+PERSISTENT_BLOCK = 1024
 # a persistent reduction with few rows runs at least this many programs where it has the rows
 # (about the multiprocessors of an H100: 132)
 MIN_PROGRAMS = 128
@@ -154,7 +158,7 @@ def choose_config(plan: KernelPlan) -> Config:
         columns = _walks_columns(plan)
         if rnumel is not None and rnumel <= PERSISTENT_MAX and not columns:
             rblock = _pow2(rnumel)
-            xblock = max(1, BLOCK_ELEMENTS // rblock // 2) if xloops else 1
+            xblock = max(1, PERSISTENT_BLOCK // rblock) if xloops else 1
             if numel is not None:
                 # few rows (a split reduction's chunks): one program each up to MIN_PROGRAMS,
                 # rather than a few programs of many rows on a few multiprocessors
@@ -162,6 +166,18 @@ def choose_config(plan: KernelPlan) -> Config:
             warps = 16 if rblock * xblock >= 8192 else (8 if rblock * xblock >= 2048 else 4)
             return Config("reduction", xblock, RBLOCK=rblock, num_warps=warps, persistent=True)
         warps = 8
+        if columns and rnumel is not None and rnumel * COLUMN_BLOCKS[0] < PERSISTENT_BLOCK:
+            # a few rows (Llama's backward sums its 4 repeated key heads; a split sum's
+            # chunks): a block of all the rows and 8 contiguous outputs a thread, as a
+            # pointwise kernel would. 1,048,576 bf16 outputs of 4 rows on an H200: 32 x 4
+            # blocks of 16 warps 55 us, 512 outputs of 8 warps 42, 1024 of 8 warps 16, 1024
+            # of 4 warps 7.5 (a copy of the input takes 9.2)
+            rblock = _pow2(rnumel)
+            xblock = 1024 if rblock <= 8 else 512
+            if numel is not None:
+                xblock = min(xblock, _pow2(numel))
+            warps = max(1, xblock // 256)
+            return Config("reduction", xblock, RBLOCK=rblock, num_warps=warps, columns=True)
         if columns:  # outputs on the fast axis: many of them, few rows at a time
             xblock, rblock, warps = COLUMN_BLOCKS
         else:
@@ -182,7 +198,7 @@ def choose_config(plan: KernelPlan) -> Config:
 
 
 def _costly_ops(plan: KernelPlan) -> int:
-    from fir.backends.plan.kernel import COSTLY_OPS
+    from fir.ir.ops import COSTLY_OPS
 
     return sum(isinstance(i, Compute) and i.op in COSTLY_OPS for i in plan.instrs)
 
@@ -276,13 +292,17 @@ def _memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
 
 def _walks_columns(plan: KernelPlan) -> bool:
     """Whether the loads walk memory along a pointwise loop (``x.sum(0)``): then a block
-    holds many outputs of few rows."""
+    holds many outputs of few rows. A load that does not move with the reduction (one value
+    a row, like the token id an embedding row is gathered by) is read once a row whatever the
+    layout, and does not count."""
     from fir.backends.plan.index_text import stride
 
     xvars = [lp.var for lp in plan.loops if not lp.reduction]
     rvars = [lp.var for lp in plan.loops if lp.reduction]
     for i in plan.instrs:
         if not isinstance(i, Load) or isinstance(i.index, int):
+            continue
+        if all(stride(i.index, v) == 0 for v in rvars):
             continue
         along_x = any(stride(i.index, v) == 1 for v in xvars)
         if along_x and not any(stride(i.index, v) == 1 for v in rvars):
@@ -405,7 +425,8 @@ class _Writer:
                 dims |= self.loop_vars[s.name]
             elif s.name in self.valid:
                 dims |= self.dims.get(s.name, frozenset())
-                checks.append(self.valid[s.name])
+                if self.valid[s.name]:  # "": proven in range, nothing to check
+                    checks.append(self.valid[s.name])
         return text, dims, checks
 
     def operand(self, o: Any, dtype: DType) -> tuple[str, frozenset[int]]:
@@ -651,6 +672,12 @@ class _Writer:
             return
         self.checked[key] = i.symbol
         sym = self.name("value", i.symbol)
+        if i.proven:
+            self.emit(f"{sym} = ({src}).to(tl.int64)")
+            self.dims[i.symbol] = dims
+            self.dtypes[i.symbol] = DType.I64
+            self.valid[i.symbol] = ""
+            return
         ok = self.temp("ok")
         self.emit(f"{sym} = ({src}).to(tl.int64)")
         self.emit(f"{ok} = ({sym} >= 0) & ({sym} < {self._dim(i.bound)})")
