@@ -80,17 +80,30 @@ def test_a_column_reduction_counts_its_programs_not_its_outputs() -> None:
         _reduce("sum", "f32", "4095", ""),  # too few elements
         _reduce("sum", "f32", "1024, 4096", "1024", "1"),  # too many outputs (rows)
         _reduce("sum", "f32", "256, 32768", "32768", "0"),  # too many column programs
-        _reduce("sum", "bf16", "16384", ""),  # the partials would round
+        _reduce("prod", "bf16", "16384", ""),  # the partials would round
         _reduce("sum", "f32", "4099", ""),  # a prime: no chunk count divides it
         _reduce("argmax", "f32", "16384", "")
         .replace("(f32[])", "(i64[])")
         .replace(": f32[]", ": i64[]"),
     ],
-    ids=["small", "outputs", "columns", "bf16", "prime", "argmax (pairs to combine)"],
+    ids=["small", "outputs", "columns", "bf16 prod", "prime", "argmax (pairs to combine)"],
 )
 def test_what_stays_whole(text: str) -> None:
     nodes = _loop_nodes(text)
     assert not any(n.results[0].name.endswith(".part") for n in nodes)
+
+
+def test_a_bf16_sum_splits_into_f32_partials_and_rounds_once() -> None:
+    """A bf16 sum accumulates in f32 and rounds once: its partials are f32, their sum too, and
+    a pointwise node rounds that to bf16 (Llama's bf16 RMS-norm weight gradients, one a layer
+    in the backward, ran unsplit on 64 programs)."""
+    nodes = _loop_nodes(_reduce("sum", "bf16", "2048, 2048", "2048", "0"))
+    assert _summary(nodes) == [
+        ("y.part", "sum", [8, 2048], [256]),
+        ("y.f32", "sum", [2048], [8]),
+        ("y", "", [2048], []),
+    ]
+    assert [n.results[0].type.dtype.name for n in nodes] == ["F32", "F32", "BF16"]
 
 
 def test_symbolic_sizes_stay_whole() -> None:
@@ -112,6 +125,7 @@ def test_the_split_text_parses_back() -> None:
 
 
 PROGRAMS = {
+    "bf16_columns": _reduce("sum", "bf16", "4096, 64", "64", "0"),
     "reduce_all": cpp.REDUCE_ALL.replace("R", "1024").replace("C", "24"),
     "int_sum_prod_any": """
 func @f(%x: i32[8192, 2], %b: bool[8192]) -> (i32[], i32[2], bool[]) {
@@ -146,7 +160,7 @@ def test_the_cuda_pipeline_keeps_the_values(name: str) -> None:
         elif dt == torch.int32:
             inputs.append(torch.randint(-3, 4, shape, generator=gen, dtype=torch.int32))
         else:
-            inputs.append(torch.randn(shape, generator=gen))
+            inputs.append(torch.randn(shape, generator=gen).to(dt))
     want = run_graph(reference, [x.clone() for x in inputs])
     got = run_graph(split, [x.clone() for x in inputs])
     for w, g in zip(want, got):

@@ -23,13 +23,17 @@ code                    rejects a pair when
 ``intermediate``        node2 reads a buffer computed by a node outside the pair that
                         depends on node1
 ``iteration-space``     their groups ``(numel, rnumel)`` cannot share one kernel
+``no-shared-access``    (horizontal, a reduction among them) every buffer they share is read
+                        at other elements by each (a column sum and a row sum of one
+                        matrix): one kernel saves no traffic and one of them reads strided
 ``peak-memory``         (horizontal) the later node's results would be live across the
                         program's peak and raise it
 ``cycle``               (checked when the pair is tried) a path between them runs through a
                         kernel formed earlier
 ======================  ===============================================================
 
-The checks marked heuristic (``no-shared-data``, ``max-size``, ``horizontal``, ``peak-memory``)
+The checks marked heuristic (``no-shared-data``, ``no-shared-access``, ``max-size``,
+``horizontal``, ``peak-memory``)
 do not apply to a kernel written by hand: there only legality counts.
 """
 
@@ -51,6 +55,7 @@ REASON_TITLES = {
     "device": "device mismatch",
     "collective": "a collective between them",
     "no-shared-data": "no shared data",
+    "no-shared-access": "shared buffers read at other elements",
     "max-size": "exceeds max fusion size",
     "horizontal": "horizontal fusion disabled",
     "deps-mismatch": "memory deps did not match",
@@ -60,7 +65,9 @@ REASON_TITLES = {
     "cycle": "would create a cycle",
 }
 
-HEURISTIC = frozenset({"no-shared-data", "max-size", "horizontal", "peak-memory"})
+HEURISTIC = frozenset(
+    {"no-shared-data", "no-shared-access", "max-size", "horizontal", "peak-memory"}
+)
 # reasons that can change while the two nodes stay the same (the schedule, other kernels)
 DYNAMIC = frozenset({"peak-memory", "cycle", "same-node"})
 
@@ -276,6 +283,23 @@ class FusionRules:
         space, reason = join(a, b)
         if space is None:
             return Rejection("iteration-space", reason), None
+        if (
+            not vertical
+            and not hand_written
+            and (a.is_reduction or b.is_reduction)
+            and not self._aggressive_pair(a, b)
+            and fg.saved_bytes(a, b)[1] == 0
+        ):
+            return (
+                Rejection(
+                    "no-shared-access",
+                    lambda: (
+                        f"{fg.label(a)} and {fg.label(b)} read their common buffers at other "
+                        "elements: one kernel would save no memory traffic"
+                    ),
+                ),
+                None,
+            )
         if not vertical:
             why = self._peak_memory(a, b)
             if why is not None:

@@ -30,8 +30,11 @@ Which reductions split:
   sizes static: a row reduction runs one output a program, a column reduction (its outputs
   contiguous) 32 (2,048 columns of 2,048 rows, Llama's RMS-norm weight gradient, ran on 64
   programs: 58 us on an H200, Inductor's split kernels 12);
-- a float ``sum``/``prod`` only in f32 or f64: the partials have the result's dtype, and f16/bf16
-  partials would round once per chunk where the unsplit reduction rounds once;
+- a float ``prod`` only in f32 or f64: the partials have the result's dtype, and f16/bf16
+  partials would round once per chunk where the unsplit reduction rounds once. An f16/bf16
+  ``sum`` (which accumulates in f32 and rounds once) splits into f32 partials, an f32 sum of them
+  and a cast to the result's dtype: one rounding, as before (Llama's bf16 RMS-norm weight
+  gradients, 2,048 columns of 2,048 rows, one per layer in the backward);
 - the outermost reduction loop must have a divisor ``d`` (the number of chunks) with at least
   ``min-chunk`` elements per chunk; the largest such ``d`` up to ``parts`` is taken, and at
   most 8,192 partial blocks (programs x chunks) are made.
@@ -58,6 +61,8 @@ SPLITTABLE = ("sum", "prod", "max", "min", "any")
 PARTIALS = 8192
 # outputs a Triton program of a column reduction computes (its block of contiguous columns)
 COLUMN_BLOCK = 32
+# float sums whose partials are f32 (the unsplit sum accumulates in f32 and rounds once)
+NARROW = (DType.F16, DType.BF16)
 
 
 class SplitReductionsPass(Pass):
@@ -96,8 +101,11 @@ def split_graph(g: Graph, max_outputs: int, min_size: int, parts: int, min_chunk
         if chunks < 2:
             out.append(n)
             continue
-        first, second = split_node(n, chunks, unique_name(f"{n.results[0].name}.part", taken))
-        out += [first, second]
+        name = n.results[0].name
+        nodes = split_node(
+            n, chunks, unique_name(f"{name}.part", taken), unique_name(f"{name}.f32", taken)
+        )
+        out += nodes
         done += 1
     g.nodes = out
     return done
@@ -108,7 +116,9 @@ def chunk_count(n: LoopNode, max_outputs: int, min_size: int, parts: int, min_ch
     if n.reduction not in SPLITTABLE or len(n.results) != 1 or n.body is None:
         return 0
     dtype = n.results[0].type.dtype
-    if n.reduction in ("sum", "prod") and dtype.is_float and dtype not in (DType.F32, DType.F64):
+    if n.reduction == "prod" and dtype.is_float and dtype not in (DType.F32, DType.F64):
+        return 0
+    if n.reduction == "sum" and dtype.is_float and dtype not in (DType.F32, DType.F64, *NARROW):
         return 0
     sizes = [s for _, s in n.ranges + n.reduction_ranges]
     if not all(isinstance(s, int) for s in sizes):
@@ -153,11 +163,15 @@ def _is_column(n: LoopNode) -> bool:
     )
 
 
-def split_node(n: LoopNode, chunks: int, part_name: str) -> tuple[LoopNode, LoopNode]:
+def split_node(n: LoopNode, chunks: int, part_name: str, wide_name: str = "") -> list[LoopNode]:
     """The node reducing each of ``chunks`` chunks of ``n``'s outermost reduction loop, and the
-    node reducing their partial results into ``n``'s result."""
+    node reducing their partial results into ``n``'s result. An f16/bf16 sum has f32 partials,
+    reduced into an f32 buffer (``wide_name``) that a third, pointwise node casts to ``n``'s
+    result."""
     assert n.body is not None
     result = n.results[0]
+    narrow = result.type.dtype in NARROW
+    acc = DType.F32 if narrow else result.type.dtype
     outer_var, outer_size = n.reduction_ranges[0]
     assert isinstance(outer_size, int)
     chunk = outer_size // chunks
@@ -170,7 +184,15 @@ def split_node(n: LoopNode, chunks: int, part_name: str) -> tuple[LoopNode, Loop
     subst: dict[sympy.Basic, sympy.Expr] = dict(renamed)
     subst[outer_var] = chunk * chunk_var + outer_var
     ops = [_with_index(op, subst) for op in n.body.ops]
-    part = Value(part_name, TensorType(result.type.dtype, (chunks,) + tuple(result.type.shape)))
+    yielded = n.body.result
+    if narrow:  # each element widened: the sum of f32 values the unsplit node accumulates
+        names = {op.result.name for op in ops}
+        widened = BodyValue(unique_name(str(len(ops)), names), DType.F32)
+        cast = BodyOp("cast", widened, operands=[yielded], dtype=DType.F32, loc=n.loc)
+        widened.owner = cast
+        ops.append(cast)
+        yielded = widened
+    part = Value(part_name, TensorType(acc, (chunks,) + tuple(result.type.shape)))
     first = LoopNode(
         results=[part],
         attrs={"realized": f"split reduction: {chunks} chunks of %{result.name}"},
@@ -178,7 +200,7 @@ def split_node(n: LoopNode, chunks: int, part_name: str) -> tuple[LoopNode, Loop
         reduction=n.reduction,
         ranges=ranges,
         reduction_ranges=red,
-        body=Body(ops, n.body.result, n.body.yield_loc),
+        body=Body(ops, yielded, n.body.yield_loc),
     )
     part.owner = first
     # the second node: the old pointwise loops, one reduction loop over the chunks
@@ -189,20 +211,44 @@ def split_node(n: LoopNode, chunks: int, part_name: str) -> tuple[LoopNode, Loop
         linear += stride * v
         stride *= s  # type: ignore[assignment]
     r0 = index_var("r0")
-    loaded = BodyValue("0", result.type.dtype)
+    total = result
+    if narrow:
+        total = Value(wide_name, TensorType(acc, tuple(result.type.shape)))
+    loaded = BodyValue("0", acc)
     load = BodyOp("load", loaded, buffer=part, index=outputs * r0 + linear, loc=n.loc)
     loaded.owner = load
     second = LoopNode(
-        results=[result],
-        attrs=dict(n.attrs),
+        results=[total],
+        attrs={"realized": f"split reduction: the f32 sum of %{result.name}"}
+        if narrow
+        else dict(n.attrs),
         loc=n.loc,
         reduction=n.reduction,
         ranges=list(n.ranges),
         reduction_ranges=[(r0, chunks)],
         body=Body([load], loaded),
     )
-    result.owner = second
-    return first, second
+    total.owner = second
+    if not narrow:
+        return [first, second]
+    wide = BodyValue("0", acc)
+    read = BodyOp("load", wide, buffer=total, index=linear, loc=n.loc)
+    wide.owner = read
+    rounded = BodyValue("1", result.type.dtype)
+    cast = BodyOp("cast", rounded, operands=[wide], dtype=result.type.dtype, loc=n.loc)
+    rounded.owner = cast
+    attrs = dict(n.attrs)
+    if attrs.get("realized") == "reduction":
+        attrs["realized"] = f"split reduction: %{wide_name} rounded"
+    third = LoopNode(
+        results=[result],
+        attrs=attrs,
+        loc=n.loc,
+        ranges=list(n.ranges),
+        body=Body([read, cast], rounded),
+    )
+    result.owner = third
+    return [first, second, third]
 
 
 def _with_index(op: BodyOp, subst: dict[sympy.Basic, sympy.Expr]) -> BodyOp:
