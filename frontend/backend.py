@@ -23,6 +23,11 @@ Options (``torch.compile(..., options={...})``):
   runs without the graph (:mod:`fir.backends.graphs`);
 * ``autotune``: each Triton kernel times a few block configurations at its first launch and
   keeps the fastest, cached on disk (default False: the heuristic's choice);
+* ``recompute``: in training, AOTAutograd splits the joint graph with PyTorch's min-cut
+  rematerialization partitioner, as for Inductor (default True): cheap pointwise values the
+  backward needs are computed again there from fewer saved tensors instead of each being
+  written by the forward and read back (GPT-2's tanh-GELU backward read five saved tensors).
+  False keeps AOTAutograd's default partition (everything the backward uses is saved);
 * ``fallback``: ``"unsupported"`` (default; also ``True``): what FIR reports as unsupported (an
   op with no mapping, a dtype, a device or a machine without a back end)
   runs with PyTorch, with its reason; ``"never"`` (also ``False``): every such fallback is an
@@ -85,6 +90,7 @@ class CompileOptions:
     fallback: str = "unsupported"  # FALLBACK_MODES; True and False are read as the two modes
     cuda_graphs: bool = False
     autotune: bool = False
+    recompute: bool = True
 
     @staticmethod
     def from_dict(options: Any) -> CompileOptions:
@@ -141,6 +147,7 @@ OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "fallback": ((str, bool), f"a str (one of {', '.join(FALLBACK_MODES)}) or a bool"),
     "cuda_graphs": ((bool,), "a bool"),
     "autotune": ((bool,), "a bool"),
+    "recompute": ((bool,), "a bool"),
 }
 # options whose None is their default: "not given"
 NULLABLE_OPTIONS = ("pipeline", "dump_dir", "backend")
@@ -604,10 +611,16 @@ def fir_backend(
 
     # the backward graph goes through the same path as the forward: AOTAutograd compiles it
     # at the first backward() (its inputs are the saved activations and the output gradients)
+    extra: dict[str, Any] = {}
+    if opts.recompute:
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+        extra["partition_fn"] = min_cut_rematerialization_partition
     backend = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
+        **extra,
     )
     return backend(gm, example_inputs)
 

@@ -209,6 +209,12 @@ def _print(e: sympy.Expr) -> tuple[str, int]:
 def _print_mul_body(coeff: sympy.Expr, rest: sympy.Expr) -> str:
     factors = [f for f in sympy.Mul.make_args(rest) if f != 1]
     texts: list[str] = []
+    add = next((f for f in factors if isinstance(f, sympy.Add)), None)
+    if coeff != 1 and add is not None and len(factors) > 1:
+        # 2*(s0 - 1)*max(2, s0) parses as (2*(s0 - 1))*max(2, s0), and sympy distributes the
+        # coefficient of a two-factor product: print it distributed, as it will read back
+        factors[factors.index(add)] = sympy.Mul(coeff, add)
+        coeff = sympy.Integer(1)
     if coeff != 1 or not factors:
         texts.append(str(int(coeff)))
     for f in factors:
