@@ -5,6 +5,7 @@
     python benchmarks/bench_models.py --mode train      # bf16 forward + backward on a GPU
     python benchmarks/bench_models.py --mode cpu        # fp32 inference, FIR-cpp and FIR-llvm
     python benchmarks/bench_models.py --mode dynamic    # dynamic=True, 5 lengths, one compile
+    python benchmarks/bench_models.py --mode cpu-dynamic  # the same on the CPU (fp32, FIR-cpp)
     python benchmarks/bench_models.py --cpu-smoke      # every mode's logic, tiny models, CPU
 
 The models are those of ``hf_models.py`` (random weights; ``transformers`` is a benchmark-only
@@ -43,7 +44,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DOC = HERE.parent / "docs" / "benchmarks" / "models.md"
-MODES = ("gpu", "graphs", "train", "cpu", "dynamic")
+MODES = ("gpu", "graphs", "train", "cpu", "dynamic", "cpu-dynamic")
 
 # (batch, sequence length) per model: the GPU shapes, smaller ones on the CPU
 GPU_SHAPES = {"gpt2": (8, 512), "llama": (4, 512), "bert": (8, 256), "t5": (8, 512)}
@@ -434,6 +435,7 @@ HEADINGS = {
     "train": "GPU bf16 training (forward + backward)",
     "cpu": "CPU fp32 inference (FIR-cpp and FIR-llvm)",
     "dynamic": "dynamic=True: one compile, five lengths",
+    "cpu-dynamic": "dynamic=True on the CPU (FIR-cpp, fp32): one compile, five lengths",
 }
 NOTES_HEADING = "## Notes"
 
@@ -469,7 +471,7 @@ def run_mode(mode: str, models: list[str], bench: Bench, smoke: bool) -> str:
         f"Measured {when} on {versions(bench.device)}: {bench.rounds} rounds of {bench.calls} "
         "steps per column, interleaved.\n\n"
     )
-    if mode == "dynamic":
+    if mode in ("dynamic", "cpu-dynamic"):
         lengths = SMOKE_LENGTHS if smoke else DYNAMIC_LENGTHS
         rows = []
         for m in models:
@@ -507,7 +509,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     smoke = args.cpu_smoke
-    device = "cpu" if smoke or args.mode == "cpu" else "cuda"
+    device = "cpu" if smoke or args.mode in ("cpu", "cpu-dynamic") else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_models: this mode needs a CUDA GPU (try --mode cpu or --cpu-smoke)")
     bench = Bench(

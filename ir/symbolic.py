@@ -379,6 +379,20 @@ def _simplify(e: sympy.Expr, ranges: dict[sympy.Symbol, Any]) -> sympy.Expr:
         span = _symbolic_bounds(a, ranges)
         if span is not None and _nonneg(span[0]) and _lt(span[1], d):
             return sympy.Integer(0) if isinstance(e, FloorDiv) else a
+        if not isinstance(d, sympy.Integer):
+            # a symbolic divisor with an integer factor c: c*q + r with 0 <= r < c divided by
+            # c*d' is q // d' (and its remainder c*(q % d') + r). The view of a flattened
+            # [b*s, 3072] matmul as [b, s, 3072] with a symbolic s left
+            # 3072*s*floordiv(3072*x0 + x1, 3072*s) + 3072*mod(x0, s) + x1 in every GELU of a
+            # dynamic GPT-2: an int64 division per element, and no vector loop
+            c, rest_d = d.as_coeff_Mul()
+            if isinstance(c, sympy.Integer) and int(c) > 1:
+                q, r = _split_divisible(a, int(c))
+                rs = _symbolic_bounds(r, ranges) if q != 0 else None
+                if rs is not None and _nonneg(rs[0]) and _lt(rs[1], c):
+                    if isinstance(e, FloorDiv):
+                        return _simplify(FloorDiv(q, rest_d), ranges)
+                    return _simplify(c * Modulo(q, rest_d) + r, ranges)
         if isinstance(e, FloorDiv) and not isinstance(d, sympy.Integer):
             # symbolic divisor: pull out the terms that d divides (``floordiv(s1*i0 + i1, s1)``)
             q, r = _split_by_factor(a, d)

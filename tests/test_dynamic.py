@@ -89,3 +89,32 @@ def test_the_division_identity_simplifies_with_symbolic_sizes() -> None:
     e = t * (s * FloorDiv(x0, s) + Modulo(x0, s))
     assert sympy.expand(simplify_index(e, {x0: 2 * s}) - t * x0) == 0
     assert simplify_index(64 * FloorDiv(x0, 64) + Modulo(x0, 64) + 3, {x0: 1000}) == x0 + 3
+
+
+def test_a_flattened_row_read_through_a_symbolic_view_is_affine() -> None:
+    """[b*s, 3072] read as [b, s, 3072] with a symbolic s: c*q + r with 0 <= r < c divided by
+    c*s is q // s. Dynamic GPT-2's GELU read 3072*s*floordiv(3072*x0 + x1, 3072*s) + x1 +
+    3072*mod(x0, s): an int64 division per element and no vector loop, 1.4-1.7x the static
+    graph on the CPU."""
+    import sympy
+
+    x0 = sympy.Symbol("x0", integer=True, nonnegative=True)
+    x1 = sympy.Symbol("x1", integer=True, nonnegative=True)
+    s, b = size_symbol("s1"), size_symbol("s2")
+    loops = {x0: b * s, x1: 3072}
+    e = 3072 * s * FloorDiv(3072 * x0 + x1, 3072 * s) + x1 + 3072 * Modulo(x0, s)
+    assert simplify_index(e, loops) == 3072 * x0 + x1
+    assert simplify_index(Modulo(3072 * x0 + x1, 3072 * s), loops) == x1 + 3072 * Modulo(x0, s)
+    # a remainder that may reach the factor is left alone
+    wide = {x0: b * s, x1: 4000}
+    assert simplify_index(FloorDiv(3072 * x0 + x1, 3072 * s), wide) == FloorDiv(
+        3072 * x0 + x1, 3072 * s
+    )
+    # the values agree with Python's at every point of a small box
+    for sv in (1, 2, 3):
+        for v0 in range(2 * sv):
+            for v1 in (0, 1, 3071):
+                at = {x0: v0, x1: v1, s: sv, b: 2}
+                want = (3072 * v0 + v1) % (3072 * sv)
+                got = simplify_index(Modulo(3072 * x0 + x1, 3072 * s), loops)
+                assert int(got.subs(at).replace(Modulo, lambda a, d: a % d)) == want
