@@ -90,6 +90,24 @@ class Release:
 Step = KernelCall | ExternCall | Release
 
 
+@dataclass(frozen=True)
+class DirectLaunch:
+    """A kernel the generated call launches itself, through a C launcher, instead of through
+    the kernels' ``call`` (the Triton back end's kernels loaded through the CUDA driver:
+    :meth:`~fir.backends.triton.build.TritonKernels.direct_launch`). The call passes each
+    buffer's address as an int, then the error buffer's where the kernel can fail, the
+    sizes, and ``trailing`` null pointers (parameters Triton appends)."""
+
+    launch: Any  # launch(handle, grid_x, grid_y, grid_z, warps, shared, types, args, stream)
+    handle: int
+    grid: tuple[int, int, int]
+    warps: int
+    shared: int
+    types: str  # a letter per argument
+    fails: bool
+    trailing: int
+
+
 def _adopt(
     r: ResultSpec, t: Any, existing: torch.Tensor | None, device: str, kind: str, node: Any
 ) -> torch.Tensor:
@@ -177,12 +195,15 @@ def call_source(
     raise_: Any,
     finish: Any,
     timed: bool = False,
+    direct: Any = None,
 ) -> tuple[str, Callable[..., Any]]:
     """The source of ``call(inputs)`` for ``fast`` and the function it defines. ``call``
     returns the outputs, or None where an input is not as the plan expects (the general path
     then checks it, copies it or says what is wrong). ``timed``: ``call(inputs, times)``, which
     adds each step's host time to ``times[k]`` (``k`` the plan's step), for ``fir-run --bench``
-    and the benchmarks."""
+    and the benchmarks. ``direct``: the kernels' launches the call may make itself
+    (an object with ``direct_launch(name, sizes)``, ``ordinal``, ``device_getter``,
+    ``stream_getter`` and ``error_pointer``; see :class:`DirectLaunch`), or None."""
     w = _Writer()
     kcall = w.const(kernel_call, "the kernels' call(name, arguments, sizes)")
     kraise = w.const(raise_, "raises the error a kernel reported")
@@ -217,6 +238,23 @@ def call_source(
         w.line(f"s{number} = {x}")
         known[number] = (tuple(shape), strides if strides is not None else _contiguous(shape))
 
+    launches: dict[int, DirectLaunch] = {}
+    if direct is not None:
+        for k, step in enumerate(fast.steps):
+            if isinstance(step, KernelCall):
+                d = direct.direct_launch(step.name, step.sizes)
+                if d is not None:
+                    launches[k] = d
+    if launches:
+        # the device and stream, read once: a call made with another device current (a
+        # thread that never set it) takes the general path, whose launches switch context
+        w.line(f"if {w.const(direct.device_getter, 'the current GPU')}() != {direct.ordinal}:")
+        w.line("return None", 2)
+        w.line(f"stream = {w.const(direct.stream_getter, 'the current stream')}()")
+        if any(d.fails for d in launches.values()):
+            w.line(f"err = {w.const(direct.error_pointer, 'the error buffer, made at need')}()")
+    aligned: set[int] = set()  # storages allocated here (16-byte aligned: the allocator's)
+
     def ref(a: Ref) -> str:
         s = f"s{a.storage}"
         layout = (a.shape, a.strides)
@@ -237,7 +275,7 @@ def call_source(
         return w.const(a)
 
     chosen: list[bool] = []  # whether the GPU allocator is chosen yet (at the first one)
-    for step in fast.steps:
+    for position, step in enumerate(fast.steps):
         w.line(f"# {step.comment}")
         if timed:
             w.line("t_start = tick()")
@@ -260,12 +298,24 @@ def call_source(
                         f"{w.const(dtype)})"
                     )
                 known[number] = (tuple(shape), _contiguous(shape))
+                if place.type == "cuda":
+                    aligned.add(number)
             items = [f"s{s}" if tensors else f"s{s}.data_ptr()" for s in step.args]
             name = step.name
             sizes = w.const(step.sizes) if step.sizes else "()"
-            w.line(f"code, value = {kcall}({name!r}, [{', '.join(items)}], {sizes})")
-            w.line("if code:")
-            w.line(f"{kraise}({name!r}, code, value)", 2)
+            general = [
+                f"code, value = {kcall}({name!r}, [{', '.join(items)}], {sizes})",
+                "if code:",
+                f"    {kraise}({name!r}, code, value)",
+            ]
+            d = launches.get(position)
+            if d is None:
+                for text in general:
+                    w.line(text)
+            else:
+                launch = w.const(d.launch, "PyTorch's C++ launcher of a loaded kernel")
+                for text in _direct_lines(d, launch, step, aligned, general):
+                    w.line(text)
         elif isinstance(step, ExternCall):
             values = [arg(a) for a in step.args]
             values += [f"{key}={arg(v)}" for key, v in step.kwargs.items()]
@@ -316,11 +366,13 @@ def call_source(
                 else:
                     w.line(f"{s} = {adopt}({spec}, {got}, None, {node_c})")
                 known[r.storage] = None
+                aligned.discard(r.storage)
         if timed:
             w.line(f"times[{step.index}] += tick() - t_start")
         for number in step.drops:
             w.line(f"s{number} = None")
             known.pop(number, None)
+            aligned.discard(number)
     if finish is not None:
         w.line(f"{w.const(finish)}()")
     outs = []
@@ -354,6 +406,38 @@ def describe_constants(constants: dict[str, Any], labels: dict[str, str]) -> str
             text = repr(value)
         lines.append(f"# {name} = {text[:100]}")
     return "\n".join(lines) + "\n"
+
+
+def _direct_lines(
+    d: DirectLaunch, launch: str, step: KernelCall, aligned: set[int], general: list[str]
+) -> list[str]:
+    """The lines launching ``step`` through ``d``: the kernel was compiled for 16-byte
+    aligned pointers, so a buffer not allocated by the call (an input, an extern's result) is
+    checked, and a misaligned one takes the ``general`` lines (Triton's launcher)."""
+    if not d.grid[0] * d.grid[1] * d.grid[2]:
+        return ["pass  # an empty grid: nothing to launch"]
+    pointers = [f"s{s}.data_ptr()" for s in step.args]
+    unknown = [f"p{k}" for k, s in enumerate(step.args) if s not in aligned]
+    lines = []
+    if unknown:
+        names = [f"p{k}" for k in range(len(pointers))]
+        lines.append(f"{', '.join(names)} = {', '.join(pointers)}")
+        pointers = names
+    args = [*pointers, *(["err"] if d.fails else [])]
+    args += [str(int(v)) for v in step.sizes] + ["0"] * d.trailing
+    text = (
+        f"{launch}({d.handle}, {d.grid[0]}, {d.grid[1]}, {d.grid[2]}, {d.warps}, "
+        f"{d.shared}, {d.types!r}, ({', '.join(args)},), stream)"
+    )
+    if not unknown:
+        return [*lines, text]
+    return [
+        *lines,
+        f"if ({' | '.join(unknown)}) & 15:",
+        *("    " + g for g in general),
+        "else:",
+        "    " + text,
+    ]
 
 
 def _has_ref(a: Any) -> bool:

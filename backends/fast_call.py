@@ -236,9 +236,17 @@ def _build(p: CompiledProgram, bound: dict[str, int] | None = None) -> FastPlan:
     fast = FastPlan(inputs, steps, outputs, any(isinstance(s, ExternCall) for s in steps))
     finish = p._finish if p.finish is not None else None
     fast.source, fast.call = call_source(
-        fast, p.alloc_device, p.tensors, p.kernels.call, p._raise, finish
+        fast, p.alloc_device, p.tensors, p.kernels.call, p._raise, finish, direct=_direct_of(p)
     )
     return fast
+
+
+def _direct_of(p: CompiledProgram) -> Any:
+    """The program's kernels where the generated call may launch them itself (on a GPU)."""
+    kernels = p.kernels
+    if p.device != "cuda" or not hasattr(kernels, "direct_launch"):
+        return None
+    return kernels
 
 
 def _returns_one_tensor(fn: Any) -> bool:
@@ -270,7 +278,14 @@ def call_fast(
         if fast.timed is None:
             finish = p._finish if p.finish is not None else None
             fast.timed = call_source(
-                fast, p.alloc_device, p.tensors, p.kernels.call, p._raise, finish, timed=True
+                fast,
+                p.alloc_device,
+                p.tensors,
+                p.kernels.call,
+                p._raise,
+                finish,
+                timed=True,
+                direct=_direct_of(p),
             )[1]
         timed = fast.timed
 

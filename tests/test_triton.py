@@ -562,6 +562,78 @@ def test_a_misaligned_pointer_takes_tritons_launcher() -> None:
     torch.testing.assert_close(y2, torch.exp(x2))
 
 
+def test_the_generated_call_launches_kernels_itself_where_the_kernels_allow() -> None:
+    # the generated call launches a kernel through a C launcher with the buffers' addresses
+    # (a fake launcher here, recording), and takes the kernels' own call where an address
+    # is not 16-byte aligned (the kernel was compiled for aligned ones)
+    from fir.backends.call_source import DirectLaunch, call_source
+
+    text = "func @f(%x: f32[1000]) -> (f32[1000]) {\n  %y = exp %x : f32[1000]\n"
+    text += "  return %y\n}\n"
+    (program,) = compile_text(text)
+    launched: list[tuple] = []
+
+    class Direct:
+        ordinal = 0
+
+        def direct_launch(self, name: str, sizes: tuple) -> DirectLaunch:
+            launch = DirectLaunch(lambda *a: launched.append(a), 7, (4, 1, 1), 4, 0, "KK", False, 0)
+            return launch
+
+        def device_getter(self) -> int:
+            return 0
+
+        def stream_getter(self) -> int:
+            return 99
+
+        def error_pointer(self) -> int:
+            raise AssertionError("no kernel here can fail")
+
+    fast = program.fast  # type: ignore[attr-defined]
+    kernels = program.kernels  # type: ignore[attr-defined]
+    source, call = call_source(
+        fast,
+        DEVICE,
+        True,
+        kernels.call,
+        program._raise,
+        None,
+        direct=Direct(),  # type: ignore[attr-defined]
+    )
+    x = torch.randn(1000, device=DEVICE)
+    (y,) = call([x])
+    assert launched == [(7, 4, 1, 1, 4, 0, "KK", (x.data_ptr(), y.data_ptr()), 99)], source
+    launched.clear()
+    x = torch.randn(1001, device=DEVICE)[1:]  # 4 bytes past an aligned block
+    (y,) = call([x])
+    assert not launched  # Triton's launcher ran it
+    torch.testing.assert_close(y, torch.exp(x))
+
+
+@pytest.mark.skipif(not GPU, reason="PyTorch's C launcher runs on a GPU")
+def test_a_program_on_a_gpu_launches_through_pytorchs_c_launcher() -> None:
+    from fir.backends.triton.launch import c_launcher
+
+    if c_launcher() is None:
+        pytest.skip("this torch has no C launcher of loaded kernels")
+    text = "func @f(%x: f32[1000], %i: i64[7]) -> (f32[1000], f32[7]) {\n"
+    text += "  %y = exp %x : f32[1000]\n  %g = index_select %y, %i {dim = 0} : f32[7]\n"
+    text += "  return %y, %g\n}\n"
+    (program,) = compile_text(text)
+    assert "C++ launcher" in "".join(program.fast.labels.values())  # type: ignore[attr-defined]
+    x, i = torch.randn(1000, device=DEVICE), torch.tensor([0, 5, 999, 3, 2, 1, 0], device=DEVICE)
+    y, g = program(x, i)
+    torch.testing.assert_close(y, torch.exp(x))
+    torch.testing.assert_close(g, torch.exp(x)[i])
+    with pytest.raises(KernelIndexError):  # the error buffer reached the kernel
+        program(x, torch.tensor([0, 1000, 0, 0, 0, 0, 0], device=DEVICE))
+        program.synchronize()  # type: ignore[attr-defined]
+    y, g = program(x, i)  # still usable
+    torch.testing.assert_close(g, torch.exp(x)[i])
+    x = torch.randn(1001, device=DEVICE)[1:]  # a misaligned input: Triton's launcher
+    torch.testing.assert_close(program(x, i)[0], torch.exp(x))
+
+
 def test_a_constant_tensor_lives_on_the_programs_device() -> None:
     # a constant index list is made by an extern ``torch.tensor`` call, on the CPU: the runtime
     # moves it to the program's device (on a GPU the kernel would otherwise read host memory)
@@ -713,3 +785,4 @@ def test_gather_by_a_proven_index_has_no_check() -> None:
     assert "fir_err" in short.kernels.source  # type: ignore[attr-defined]
     with pytest.raises(KernelIndexError):
         short(torch.randn(29, 2).to(DEVICE))
+        short.synchronize()  # type: ignore[attr-defined]  # a GPU reports at the next call

@@ -40,8 +40,9 @@ from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.program import shared_storage
 from fir.ir.errors import FirError
 
+from ..call_source import DirectLaunch
 from .helpers import FIR_LAUNCH
-from .launch import CubinKernel
+from .launch import CubinKernel, c_launcher
 from .render import HEADER, Config, jit_name, launcher, render_kernel, render_program
 
 # error codes of integer division by zero: -1 - (the kernel's position in the program)
@@ -131,6 +132,10 @@ class TritonKernels:
         # (rank 1 of a tensor-parallel job loaded its kernels into device 0's context)
         self.ordinal, self.capability = _device_of(device) if device != "cpu" else (0, (0, 0))
         self.stream = _stream_getter(self.ordinal)
+        self.stream_getter = self.stream
+        current = getattr(torch._C, "_cuda_getDevice", None)
+        if current is not None:
+            self.device_getter = current  # type: ignore[method-assign]  # torch's, unwrapped
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
         if device != "cpu" and not autotune:
@@ -199,6 +204,44 @@ class TritonKernels:
 
     def names(self) -> list[str]:
         return list(self.launchers)
+
+    # -- launches the generated call makes itself (:mod:`fir.backends.call_source`)
+
+    def direct_launch(self, name: str, sizes: Sequence[int]) -> DirectLaunch | None:
+        """How the generated call launches kernel ``name`` at ``sizes`` without this
+        object's :meth:`call`: through PyTorch's C++ launcher, with the handle, grid and block
+        worked out here once. Measured on an H200's host, a call of a program of one
+        kernel took 15.5 us through :meth:`call` (its lookups, the lock and ``ctypes``'s
+        argument conversion) and 8.9 through this path; GPT-2's training step (578 launches)
+        went from 19.4 to 19.0 ms on a host-bound loan. None where the kernel
+        is not loaded through the driver, still has to be tuned, or the launcher is missing
+        (torch before 2.8, a ROCm build) or turned off (``FIR_TRITON_LAUNCH``)."""
+        if os.environ.get("FIR_TRITON_LAUNCH") in ("triton", "driver") or name in self.untuned:
+            return None
+        kernel = self.cubins.get(name)
+        launch = c_launcher() if kernel is not None else None
+        if kernel is None or launch is None or not kernel.handle:
+            return None
+        grid = self.grids[name](tuple(sizes))
+        return DirectLaunch(
+            launch=launch,
+            handle=kernel.handle,
+            grid=tuple(int(g) for g in grid),  # type: ignore[arg-type]
+            warps=kernel.block // 32,
+            shared=kernel.shared,
+            types=kernel.arg_types,
+            fails=self.kernel_fails[name],
+            trailing=len(kernel.kinds) - kernel.pointers - len(sizes),
+        )
+
+    def device_getter(self) -> int:
+        return torch.cuda.current_device()
+
+    def error_pointer(self) -> int:
+        """The address of the error buffer, made at the first call that needs it."""
+        if self.err is None:
+            self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
+        return self.err.data_ptr()
 
     def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
         if self.err is None and self.fails:

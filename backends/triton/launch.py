@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from fir.backends.plan import KernelPlan
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
@@ -132,6 +133,19 @@ def driver() -> _Driver:
         if _driver is None:
             _driver = _Driver()
         return _driver
+
+
+def c_launcher() -> Any | None:
+    """PyTorch's C++ launcher of a loaded kernel (what Inductor's generated code launches
+    through; torch 2.8 and later, CUDA builds), or None: ``launch(function, grid_x, grid_y,
+    grid_z, num_warps, shared_bytes, types, arguments, stream)``, one C call that parses the
+    arguments by their type letters and calls ``cuLaunchKernel``, raising on an error. The
+    generated call (:mod:`fir.backends.call_source`) calls it with each pointer as an int,
+    which it reads without a Python call or a pointer query."""
+    launcher = getattr(torch._C, "_StaticCudaLauncher", None)
+    if launcher is None or not torch.version.cuda:
+        return None
+    return getattr(launcher, "_launch_kernel", None)
 
 
 def _entry_params(ptx: str, name: str) -> int:
@@ -251,6 +265,10 @@ class CubinKernel:
         self.function = function
         self.driver = d
         self.fixed_arguments()
+        # for PyTorch's C++ launcher (:func:`c_launcher`): the handle as an int, a type
+        # letter per parameter (``K`` a pointer as uint64, ``l`` an int64)
+        self.handle = int(function.value or 0)
+        self.arg_types = "".join("K" if k == "p" else "l" for k in kinds)
 
     def fixed_arguments(self) -> None:
         """cuLaunchKernel's arguments as ctypes objects made once (block, shared memory; grids
