@@ -46,6 +46,7 @@ class CudaGraphProgram:
         self.program = program
         self.plan = program.plan
         self.device = program.device
+        self.alloc_device = program.alloc_device
         self.calls = 0
         self.captures = 0
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -64,6 +65,9 @@ class CudaGraphProgram:
         self.owned: list[tuple[torch.Tensor, int]] = []
         if program.writes_inputs():
             self.disabled = "it writes an input in place"
+
+    def writes_inputs(self) -> bool:
+        return bool(self.program.writes_inputs())
 
     def __call__(
         self, *inputs: torch.Tensor, sizes: dict[str, int] | None = None

@@ -327,11 +327,13 @@ def dynamic(
             diff = max(diff, _max_diff(dyn(ids), run(ids)))
         compiles = len(fir_backend.COMPILED) - start
         fallbacks = len(fir_backend.FALLBACKS) - fell
+        # one static compile per length, kept beside the dynamic one (no reset in between,
+        # which would make the dynamic function compile again at each length)
+        static = torch.compile(run, backend="fir", dynamic=False)
+        for n in lengths:
+            static(_ids(vocab, (batch, n), bench.device, seed=n))
         for n in lengths:
             ids = _ids(vocab, (batch, n), bench.device, seed=n)
-            torch._dynamo.reset()
-            static = torch.compile(run, backend="fir", dynamic=False)
-            static(ids)
             cols = [
                 Column("eager", lambda ids=ids: run(ids)),
                 Column("static", lambda ids=ids, s=static: s(ids)),

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
 import tempfile
 import traceback
 import warnings
@@ -216,6 +217,8 @@ class CompiledGraph:
     _kept: list[int] | None = None  # the positions of the inputs the program takes
     # the graph as PyTorch runs it: for a call whose computed size is not positive
     eager: Callable[..., Any] | None = None
+    # moved inputs' device copies by position, keyed by dtype and value (None: not kept)
+    _moved: dict[int, tuple[Any, torch.Tensor]] | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         self.calls += 1
@@ -226,7 +229,7 @@ class CompiledGraph:
                 return list(self.eager(list(inputs)))
             sizes |= computed
         if self.report.moved_inputs and self.program is not None:
-            inputs = _moved_inputs(inputs, self.report.moved_inputs, self.program.alloc_device)
+            inputs = self._moved_inputs(inputs)
         given = inputs
         if self.report.dropped_inputs:  # sizes come from the tensors' shapes; tokens are None
             keep = self._kept
@@ -269,6 +272,29 @@ class CompiledGraph:
             x = given[k]
             values[name] = int(x) if dim is None else int(x.shape[dim])
         return values
+
+    def _moved_inputs(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """``inputs`` with the 0-d CPU tensors of ``ImportReport.moved_inputs`` on the
+        program's device. Under ``dynamic=True`` dynamo passes each float attribute of the
+        model (a norm's epsilon) as such a tensor, made anew at every call: a dynamic Llama
+        copied 18 of them to the GPU per step. A copy is kept and reused while the value is
+        the same (its bits: ``-0.0`` is not ``0.0``) and the program writes no input."""
+        device = self.program.alloc_device
+        out = list(inputs)
+        cache = self._moved
+        if cache is None:
+            cache = self._moved = {} if not self.program.writes_inputs() else None
+        for k in self.report.moved_inputs:
+            x = out[k]
+            if cache is None or not isinstance(x, torch.Tensor):
+                out[k] = x.to(device)
+                continue
+            key = (x.dtype, _bits(x.item()))
+            kept = cache.get(k)
+            if kept is None or kept[0] != key:
+                kept = cache[k] = (key, x.to(device))
+            out[k] = kept[1]
+        return tuple(out)
 
     def _computed_sizes(self, given: Sequence[Any]) -> dict[str, int] | None:
         """The computed size parameters (``ImportReport.computed_sizes``) for this call; None
@@ -339,14 +365,13 @@ def _evaluate_size(expr: Any, graph: Any, tensors: Sequence[Any], sizes: dict[st
     return int(evaluate(expr, env))
 
 
+def _bits(v: Any) -> Any:
+    """A number as what tells its values apart: a float's bytes (``-0.0`` and ``0.0``
+    differ, a NaN equals itself), an int or bool as it is."""
+    return struct.pack("<d", v) if isinstance(v, float) else v
+
+
 # every graph compiled in this process, for fir.explain and tests
-def _moved_inputs(inputs: Sequence[Any], positions: list[int], device: Any) -> tuple[Any, ...]:
-    """``inputs`` with the 0-d CPU tensors at ``positions`` copied to ``device``
-    (``ImportReport.moved_inputs``)."""
-    out = list(inputs)
-    for k in positions:
-        out[k] = out[k].to(device)
-    return tuple(out)
 
 
 COMPILED: list[CompiledGraph] = []

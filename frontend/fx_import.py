@@ -249,17 +249,25 @@ class Importer:
     def _symbol_sources(self) -> None:
         """Where each of PyTorch's plain size symbols is found in a call's inputs."""
         sources = self.report.symbol_sources
+        hints: dict[str, int] = {}
         for k, n in enumerate(self.placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
-            if isinstance(val, torch.SymInt):
-                expr = val.node.expr
+            sizes = [(None, val)] if isinstance(val, torch.SymInt) else []
+            if isinstance(val, torch.Tensor):
+                sizes = [(d, size) for d, size in enumerate(val.shape)]
+            for d, size in sizes:
+                if not isinstance(size, torch.SymInt):
+                    continue
+                expr = size.node.expr
                 if getattr(expr, "is_Symbol", False):
-                    sources.setdefault(expr.name, (k, None))
-            elif isinstance(val, torch.Tensor):
-                for d, size in enumerate(val.shape):
-                    expr = size.node.expr if isinstance(size, torch.SymInt) else None
-                    if getattr(expr, "is_Symbol", False):
-                        sources.setdefault(expr.name, (k, d))
+                    sources.setdefault(expr.name, (k, d))
+                    hint = getattr(size.node, "hint", None)
+                    if isinstance(hint, int):
+                        hints.setdefault(expr.name, hint)
+        if hints:
+            # the sizes this graph was traced at: what a performance decision with symbolic
+            # sizes may assume is typical (``pad-matmul``); never what correctness rests on
+            self.graph.attrs["size_hints"] = [[name, hints[name]] for name in sorted(hints)]
 
     def data_dependent(self, symbol: str, what: str = "size") -> str:
         """Why a size (or number) that depends on the data stops the import, naming the op

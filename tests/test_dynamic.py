@@ -91,6 +91,39 @@ def test_the_division_identity_simplifies_with_symbolic_sizes() -> None:
     assert simplify_index(64 * FloorDiv(x0, 64) + Modulo(x0, 64) + 3, {x0: 1000}) == x0 + 3
 
 
+def test_a_symbolic_factor_of_the_divisor_splits_the_division() -> None:
+    """``(t*q + r) // (s*t)`` with ``0 <= r < t`` is ``q // s`` for a symbolic ``t`` too, and
+    a multiple of ``t`` holding a division divides out: a dynamic Llama's rotary of its
+    repeated keys nested 238 divisions and remainders in one kernel (36 after), 10x the static
+    graph's time."""
+    import sympy
+
+    x0, x1, x2 = (sympy.Symbol(f"x{k}", integer=True, nonnegative=True) for k in range(3))
+    s, t = size_symbol("s1"), size_symbol("s2")
+    loops = {x0: s, x1: 16, x2: t}
+    a = t * (16 * x0 + x1) + x2
+    assert simplify_index(FloorDiv(a, s * t), loops) == FloorDiv(16 * x0 + x1, s)
+    assert (
+        sympy.expand(simplify_index(Modulo(a, s * t), loops) - (t * Modulo(16 * x0 + x1, s) + x2))
+        == 0
+    )
+    # a quotient with a division in it: t*floordiv(x1, 4) + x2 over t
+    assert simplify_index(FloorDiv(t * FloorDiv(x1, 4) + x2, t), loops) == FloorDiv(x1, 4)
+    # a remainder that may reach t stays
+    assert simplify_index(FloorDiv(a + t, s * t), loops) != FloorDiv(16 * x0 + x1, s)
+    for sv in (1, 2, 3):
+        for tv in (1, 2, 5):
+            for v0 in range(sv):
+                for v1 in (0, 7, 15):
+                    for v2 in range(tv):
+                        at = {x0: v0, x1: v1, x2: v2, s: sv, t: tv}
+                        value = tv * (16 * v0 + v1) + v2
+                        for op, py in ((FloorDiv, value // (sv * tv)), (Modulo, value % (sv * tv))):
+                            got = simplify_index(op(a, s * t), loops).subs(at)
+                            got = got.replace(FloorDiv, lambda p, q: p // q)
+                            assert int(got.replace(Modulo, lambda p, q: p % q)) == py
+
+
 def test_a_flattened_row_read_through_a_symbolic_view_is_affine() -> None:
     """[b*s, 3072] read as [b, s, 3072] with a symbolic s: c*q + r with 0 <= r < c divided by
     c*s is q // s. Dynamic GPT-2's GELU read 3072*s*floordiv(3072*x0 + x1, 3072*s) + x1 +

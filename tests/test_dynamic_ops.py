@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from fir.frontend import backend as fir_backend  # noqa: E402
-from fir.frontend.fx_import import import_graph_module  # noqa: E402
+from fir.frontend.fx_import import ImportReport, import_graph_module  # noqa: E402
 from fir.ir.graph import ExternNode  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402
 
@@ -168,10 +168,30 @@ def test_creation_on_the_graph_device_and_cpu_scalars_beside_it() -> None:
     assert report.moved_inputs == [1]
 
 
-def test_moved_inputs_copy_cpu_scalars_to_the_device() -> None:
-    x, s = torch.ones(2), torch.tensor(3.0)
-    moved = fir_backend._moved_inputs((x, s), [1], "meta")
-    assert moved[0] is x and moved[1].device.type == "meta"
+@pytest.mark.parametrize("writes", [False, True])
+def test_moved_inputs_copy_cpu_scalars_to_the_device_once_per_value(writes: bool) -> None:
+    # dynamo passes a model's float attribute (an epsilon) as a new 0-d CPU tensor at every
+    # call under dynamic=True: its device copy is kept while the value's bits stay the same,
+    # unless the program writes its inputs
+
+    class Program:
+        alloc_device = "meta"
+
+        def writes_inputs(self) -> bool:
+            return writes
+
+    report = ImportReport()
+    report.moved_inputs = [1]
+    graph = fir_backend.CompiledGraph(None, report, [], "g", program=Program())  # type: ignore[arg-type]
+    x = torch.ones(2)
+    first = graph._moved_inputs((x, torch.tensor(3.0)))
+    assert first[0] is x and first[1].device.type == "meta"
+    again = graph._moved_inputs((x, torch.tensor(3.0)))
+    assert (again[1] is first[1]) is not writes
+    for other in (torch.tensor(4.0), torch.tensor(3.0, dtype=torch.float64)):
+        assert graph._moved_inputs((x, other))[1] is not first[1]
+    zero = graph._moved_inputs((x, torch.tensor(0.0)))[1]
+    assert graph._moved_inputs((x, torch.tensor(-0.0)))[1] is not zero
 
 
 # ---------------------------------------------------------------------------------------------

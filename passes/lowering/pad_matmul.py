@@ -28,9 +28,13 @@ Only the ``cuda`` pipeline runs this pass: CPU BLAS libraries have no such cliff
 
 from __future__ import annotations
 
+from typing import Any
+
+import sympy
 from fir.ir.dtypes import DType
 from fir.ir.graph import Graph, Module, Node, TensorOp, Value, unique_name
 from fir.ir.rewrite import substitute_operands
+from fir.ir.symbolic import evaluate, free_symbols, size_symbol
 from fir.ir.types import TensorType
 
 from ..base import Option, OptionError, Pass
@@ -70,9 +74,10 @@ class PadMatmulPass(Pass):
         # one padded copy of a value however many products read it (an output gradient feeds
         # both the input's and the weight's gradient)
         pads: dict[tuple[int, tuple[int, ...]], Value] = {}
+        hints = size_hints(g)
         for n in g.nodes:
             substitute_operands(n, subst)
-            plan = _plan(n, min_macs)
+            plan = _plan(n, min_macs, hints)
             if plan is None:
                 nodes.append(n)
                 continue
@@ -86,33 +91,51 @@ class PadMatmulPass(Pass):
         return count
 
 
-def _plan(n: Node, min_macs: int) -> tuple[int, int, int] | None:
-    """(padded M, padded K, padded N) for a static matmul of a matrix or a batch of rows (``a`` of rank
-    2 or more) by a matrix, worth padding; None otherwise."""
+def size_hints(g: Graph) -> dict[sympy.Symbol, int]:
+    """The sizes ``g`` was traced at (its ``size_hints`` attribute, which the PyTorch import
+    writes under ``dynamic=True``), by symbol."""
+    hints = g.attrs.get("size_hints") or []
+    return {size_symbol(str(name)): int(value) for name, value in hints}
+
+
+def _plan(
+    n: Node, min_macs: int, hints: dict[sympy.Symbol, int] | None = None
+) -> tuple[Any, int, int] | None:
+    """(padded M, padded K, padded N) for a matmul of a matrix or a batch of rows (``a`` of
+    rank 2 or more) by a static matrix, worth padding; None otherwise. M may be symbolic (a
+    dynamic sequence length): the product counts at the size the graph was traced at (its
+    ``hints``), and is padded only in K and N; with no hint it is not padded."""
     if not (isinstance(n, TensorOp) and n.op == "matmul" and len(n.operands) == 2):
         return None
     a, b = n.operands
     if not (isinstance(a, Value) and isinstance(b, Value)):
         return None
-    if a.type.rank < 2 or b.type.rank != 2 or not n.results[0].type.is_static:
-        return None
-    if not (a.type.is_static and b.type.is_static):
+    if a.type.rank < 2 or b.type.rank != 2 or not b.type.is_static:
         return None
     dtype = n.results[0].type.dtype
     if dtype not in _PADDED_DTYPES or a.type.dtype != dtype or b.type.dtype != dtype:
         return None
     *rows, k = a.type.shape
     cols = b.type.shape[1]
-    m = 1
+    if not isinstance(k, int):
+        return None
+    assert isinstance(cols, int)
+    m: Any = 1
     for r in rows:
-        assert isinstance(r, int)
         m *= r
-    assert isinstance(k, int) and isinstance(cols, int)
-    if m * k * cols < min_macs:
+    typical = m
+    if not isinstance(m, int):
+        env = hints or {}
+        if not free_symbols(m) <= set(env):
+            return None
+        typical = int(evaluate(m, env))
+    if typical * k * cols < min_macs:
         return None
     k2, n2 = padded(k, dtype.itemsize), padded(cols, dtype.itemsize)
     # a transposed ``a`` (a weight gradient's ``g.t() @ x``) lies with M as its row stride
-    m2 = padded(m, dtype.itemsize) if len(rows) == 1 and _transposed_matrix(a) else m
+    m2 = m
+    if isinstance(m, int) and len(rows) == 1 and _transposed_matrix(a):
+        m2 = padded(m, dtype.itemsize)
     if (m2, k2, n2) == (m, k, cols):
         return None
     return m2, k2, n2
