@@ -57,6 +57,7 @@ from typing import Any
 
 import torch
 from fir.backends.prewarm import prewarm_triton
+from fir.backends.registry import BACKENDS, for_device
 from fir.ir.errors import FirError
 from fir.ir.externs import ExternCallError
 from fir.ir.graph import ExternNode, Module, TensorOp
@@ -70,12 +71,10 @@ from .logs import enabled, log
 # costs start now, in the background, where a GPU exists (see fir.backends.prewarm)
 prewarm_triton()
 
-RUNNERS = ("cpp", "triton", "llvm", "interp")
+# the back ends (fir.backends.registry), and the reference interpreter
+RUNNERS = (*BACKENDS, "interp")
 PLANNED_RUNNERS: tuple[str, ...] = ()
-DEVICE_BACKENDS = {"cpu": "cpp", "cuda": "triton"}
-# the pipeline each back end compiles with unless the ``pipeline`` option names one
-BACKEND_PIPELINES = {"triton": "cuda"}
-DEFAULT_PIPELINE = "fusion"
+DEFAULT_PIPELINE = "fusion"  # the interpreter's
 # "unsupported": what FIR reports as unsupported runs with PyTorch; "never": that is an error
 FALLBACK_MODES = ("unsupported", "never")
 # where an internal error's dump goes when no dump_dir is given
@@ -85,9 +84,9 @@ _graph_ids = itertools.count()
 
 @dataclass
 class CompileOptions:
-    pipeline: str | None = None  # None: the back end's (BACKEND_PIPELINES, else DEFAULT_PIPELINE)
+    pipeline: str | None = None  # None: the back end's (its registry entry), else DEFAULT_PIPELINE
     dump_dir: str | None = None
-    backend: str | None = None  # None: the inputs' device's (DEVICE_BACKENDS)
+    backend: str | None = None  # None: the inputs' device's (registry.for_device)
     fallback: str = "unsupported"  # FALLBACK_MODES; True and False are read as the two modes
     cuda_graphs: bool = False
     autotune: bool = False
@@ -801,7 +800,8 @@ def pipeline_for(options: CompileOptions, backend: str | None) -> str:
     """The pipeline a graph compiles with: the option's, else its back end's default."""
     if options.pipeline is not None:
         return options.pipeline
-    return BACKEND_PIPELINES.get(backend or "", DEFAULT_PIPELINE)
+    known = BACKENDS.get(backend or "")
+    return known.pipeline if known is not None else DEFAULT_PIPELINE
 
 
 def choose_backend(options: CompileOptions, inputs: Sequence[Any]) -> str | None:
@@ -811,12 +811,10 @@ def choose_backend(options: CompileOptions, inputs: Sequence[Any]) -> str | None
     if options.backend == "interp":
         return "interp" if device == "cpu" else None
     if options.backend is None:
-        return DEVICE_BACKENDS.get(device)
-    if options.backend == "triton":
-        from fir.backends.triton import default_device
-
-        return "triton" if device == default_device() else None
-    return options.backend if device == "cpu" else None
+        known = for_device(device)
+        return known.name if known is not None else None
+    chosen = BACKENDS[options.backend]
+    return chosen.name if device == chosen.default_device() else None
 
 
 def _devices(inputs: Sequence[Any]) -> str:

@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from fir.backends.registry import BACKENDS, NAMES
 from fir.tools.cli import ArgParser, InputError, read_input, run_main
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
@@ -91,12 +92,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backend",
-        choices=["interp", "cpp", "triton", "llvm"],
+        choices=["interp", *NAMES],
         default="interp",
         help="run with the reference interpreter (default) or compile with a code generator "
-        "(cpp: C++/OpenMP; llvm: LLVM in the process; triton: CUDA, or Triton's interpreter with TRITON_INTERPRET=1; the "
-        "program must be at loop level after the pipeline, e.g. "
-        "-p fusion)",
+        f"({'; '.join(f'{b.name}: {b.summary}' for b in BACKENDS.values())}; the program "
+        "must be at loop level after the pipeline, e.g. -p fusion)",
     )
     p.add_argument(
         "--bench",
@@ -315,10 +315,10 @@ def run_compiled(graph: Any, inputs: list[Any], args: argparse.Namespace) -> tup
     from fir.ir.interpreter import allocation_failure
 
     backend = args.backend
-    gpu_needed = backend == "triton" and os.environ.get("TRITON_INTERPRET") != "1"
+    gpu_needed = BACKENDS[backend].device == "cuda" and os.environ.get("TRITON_INTERPRET") != "1"
     if gpu_needed and not torch.cuda.is_available():
         raise FirError(
-            "--backend triton runs on a CUDA GPU and PyTorch sees none here; set "
+            f"--backend {backend} runs on a CUDA GPU and PyTorch sees none here; set "
             "TRITON_INTERPRET=1 to run the kernels in Triton's interpreter on the CPU"
         )
     from fir.backends.compile import compile_function

@@ -16,9 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from fir.backends.registry import NAMES
 from fir.tools.cli import ArgParser, InputError, read_input, run_main
 
-TARGETS = ("plan", "cpp", "triton", "llvm", "call")
+TARGETS = ("plan", *NAMES, "call")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -35,36 +36,26 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def translate(module: object, target: str, opt: bool = False) -> str:
+    """What ``target`` prints for ``module``: the plans, the host call, or the code a back
+    end compiles (planned as that back end plans: the same text it builds)."""
     from fir.backends.plan import plan_module
+    from fir.backends.registry import backend_named
 
-    if target == "llvm":
-        import llvmlite.binding as llvm
-        from fir.backends.llvm.build import optimise, symbol
-        from fir.backends.llvm.render import render_module
-        from fir.backends.plan.program import shared_storage
-
-        plans = plan_module(module, scratch_rows=lambda _: False)  # type: ignore[arg-type]
-        texts = []
-        for p in plans:
-            kernels = p.kernels()
-            aliased = {k.name: shared_storage(p, k) for k in kernels}
-            text = str(render_module(kernels, symbol, llvm.get_process_triple(), aliased=aliased))
-            texts.append(str(optimise(text, p.name)[0]) if opt else text)
-        return "\n".join(texts)
     if target == "call":
         return _calls(plan_module(module))  # type: ignore[arg-type]
-    if target == "triton":
-        from fir.backends.triton import keeps_rows
-        from fir.backends.triton.render import render_program as render_triton
-
-        plans = plan_module(module, scratch_rows=keeps_rows)  # type: ignore[arg-type]
-        return "\n".join(render_triton(p)[0] for p in plans)
-    plans = plan_module(module)  # type: ignore[arg-type]
     if target == "plan":
-        return "\n".join(p.text() for p in plans)
-    from fir.backends.cpp.render import render_program
+        return "\n".join(p.text() for p in plan_module(module))  # type: ignore[arg-type]
+    backend = backend_named(target)
+    texts = []
+    for g in module.funcs:  # type: ignore[attr-defined]
+        plan = backend.plan(g)
+        text = backend.render(plan)
+        if opt and target == "llvm":
+            from fir.backends.llvm.build import optimise
 
-    return "\n".join(render_program(p) for p in plans)
+            text = str(optimise(text, plan.name)[0])
+        texts.append(text)
+    return "\n".join(texts)
 
 
 def _calls(plans: list[object]) -> str:

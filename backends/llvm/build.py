@@ -189,6 +189,23 @@ def _threads() -> int:
     return max(1, min(os.cpu_count() or 1, int(os.environ.get("FIR_LLVM_THREADS", "0")) or 64))
 
 
+def uses_omp() -> bool:
+    """Whether kernels split their parallel loop over an OpenMP team (more than one thread
+    and a libgomp to call), which gives each kernel a driver in the module."""
+    return _threads() > 1 and gomp_library() is not None
+
+
+def module_text(plan: ProgramPlan) -> str:
+    """The LLVM IR of ``plan``'s kernels as this process compiles them (``fir-translate
+    --target llvm`` prints this)."""
+    import llvmlite.binding as llvm
+
+    kernels = plan.kernels()
+    aliased = {k.name: shared_storage(plan, k) for k in kernels}
+    triple = llvm.get_process_triple()
+    return str(render_module(kernels, symbol, triple, omp=uses_omp(), aliased=aliased))
+
+
 class _Fn:
     """One kernel: its entry point, the size of its parallel loop and its work, and argument
     arrays per thread (a call writes them)."""
@@ -239,10 +256,8 @@ class LLVMKernels:
         start = time.perf_counter()
         kernels = plan.kernels()
         self.threads = _threads()
-        omp = self.threads > 1 and gomp_library() is not None
-        aliased = {k.name: shared_storage(plan, k) for k in kernels}
-        module = render_module(kernels, symbol, llvm.get_process_triple(), omp=omp, aliased=aliased)
-        self.ir = str(module)
+        omp = uses_omp()
+        self.ir = module_text(plan)
         self.name = plan.name
         self.object = obj = compile_object(self.ir, plan.name, cache)  # kept while loaded
         softfp.register(target_machine)  # the half conversions LLVM may call

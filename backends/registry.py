@@ -1,0 +1,144 @@
+"""The back ends, named in one place: what each is, where its programs run, how it plans,
+what it renders and how it builds.
+
+Every reader of the list takes it from here: ``compile_function``, ``fir-translate --target``,
+``fir-run --backend`` and the ``backend`` option of ``torch.compile(backend="fir")``. Each
+back end plans a function once (:meth:`Backend.plan`), renders the plan to the code it
+compiles (:meth:`Backend.render`, what ``fir-translate`` prints) and builds that same code
+(:meth:`Backend.compile`), so the printed code is the built code (a test checks it for each
+back end). Imports of the back ends' modules (llvmlite, Triton, torch) wait for the first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fir.ir.errors import FirError
+
+if TYPE_CHECKING:
+    from fir.ir.graph import Graph
+
+    from .plan import KernelPlan, ProgramPlan
+    from .runtime import CompiledProgram
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One back end. ``device``: the kind of device its programs' tensors are on (``cpu``,
+    ``cuda``); ``pipeline``: the pass pipeline that takes an imported graph to what it
+    compiles."""
+
+    name: str
+    summary: str
+    device: str
+    pipeline: str
+
+    def scratch_rows(self) -> Callable[[KernelPlan], bool] | None:
+        """Which kernels may keep a row in scratch memory (:func:`plan_kernel`'s rule); None:
+        the plan's default."""
+        return None
+
+    def plan(self, g: Graph) -> ProgramPlan:
+        from .plan import plan_program
+
+        return plan_program(g, scratch_rows=self.scratch_rows())
+
+    def render(self, plan: ProgramPlan) -> str:
+        """The code this back end compiles for ``plan``."""
+        raise NotImplementedError
+
+    def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
+        """The kernels of ``plan``, compiled and loaded (what the runtime calls)."""
+        raise NotImplementedError
+
+    def default_device(self) -> str:
+        return self.device
+
+    def compile(
+        self, g: Graph, device: str | None = None, autotune: bool = False
+    ) -> CompiledProgram:
+        from .runtime import CompiledProgram
+
+        plan = self.plan(g)
+        where = device or self.default_device()
+        kernels = self.build(plan, where, autotune)
+        if self.device == "cpu":
+            return CompiledProgram(plan, kernels)
+        return CompiledProgram(plan, kernels, where)
+
+
+class _Cpp(Backend):
+    def render(self, plan: ProgramPlan) -> str:
+        from .cpp.render import render_program
+
+        return render_program(plan)
+
+    def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
+        from .cpp import build_program
+
+        return build_program(plan)
+
+
+class _LLVM(Backend):
+    def scratch_rows(self) -> Callable[[KernelPlan], bool] | None:
+        from .llvm.render import scratch_rows
+
+        return scratch_rows
+
+    def render(self, plan: ProgramPlan) -> str:
+        from .llvm.build import module_text
+
+        return module_text(plan)
+
+    def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
+        from .llvm import build_program
+
+        return build_program(plan)
+
+
+class _Triton(Backend):
+    def scratch_rows(self) -> Callable[[KernelPlan], bool] | None:
+        from .triton import keeps_rows
+
+        return keeps_rows
+
+    def render(self, plan: ProgramPlan) -> str:
+        from .triton.render import render_program
+
+        return render_program(plan)[0]
+
+    def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
+        from .triton import build_program
+
+        return build_program(plan, device, autotune=autotune)
+
+    def default_device(self) -> str:
+        from .triton import default_device
+
+        return default_device()
+
+
+BACKENDS: dict[str, Backend] = {
+    b.name: b
+    for b in (
+        _Cpp("cpp", "C++/OpenMP, compiled by the system's C++ compiler (CPU)", "cpu", "fusion"),
+        _Triton("triton", "Triton kernels (CUDA; TRITON_INTERPRET=1: the CPU)", "cuda", "cuda"),
+        _LLVM("llvm", "LLVM IR, compiled in the process by llvmlite (CPU)", "cpu", "fusion"),
+    )
+}
+NAMES: tuple[str, ...] = tuple(BACKENDS)
+
+
+def backend_named(name: str) -> Backend:
+    """The back end ``name``; an unknown name is a :class:`FirError` listing the known ones."""
+    b = BACKENDS.get(name)
+    if b is None:
+        raise FirError(f"unknown code generator '{name}' (choose from {', '.join(NAMES)})")
+    return b
+
+
+def for_device(kind: str) -> Backend | None:
+    """The back end that compiles for tensors on a ``kind`` device (the first listed)."""
+    return next((b for b in BACKENDS.values() if b.device == kind), None)
