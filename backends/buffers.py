@@ -73,10 +73,10 @@ class _Pool:
 
 
 POOL = _Pool()
-_BLOCK_TYPES: dict[int, type] = {}
+_BLOCK_TYPES: dict[int, type[Any]] = {}  # dynamic ctypes array types (see _block_type)
 
 
-def _block_type(size: int) -> type:
+def _block_type(size: int) -> type[Any]:
     """A ctypes array type of ``size`` bytes whose instances give their memory back to the
     pool when they are collected. ``torch.frombuffer`` keeps the instance alive for as long as
     any tensor views its memory, so its collection means that no tensor does any more."""

@@ -309,7 +309,7 @@ class Cache:
         (it is never read back: the C++ compiler reads its own private copy)."""
         return self._atomic(name, lambda tmp: tmp.write_text(text))
 
-    def store(self, name: str, produce: Callable[[Path], None]) -> Path:
+    def store(self, name: str, produce: Callable[[Path], object]) -> Path:
         """Make entry ``name``: ``produce(path)`` writes it at a temporary path; the entry and
         then its checksum are renamed into place. Returns where the entry is (in the
         temporary folder if the cache cannot be written)."""
@@ -325,7 +325,7 @@ class Cache:
         """Copy ``source`` into the cache as entry ``name``."""
         return self.store(name, lambda tmp: shutil.copyfile(source, tmp))
 
-    def _atomic(self, name: str, produce: Callable[[Path], None]) -> Path:
+    def _atomic(self, name: str, produce: Callable[[Path], object]) -> Path:
         for attempt in range(2):
             tmp: Path | None = None
             try:

@@ -27,7 +27,9 @@ def _reinterpreter() -> Any:
     ``torch.as_strided``, 0.48 against 0.94 us, its offset relative already), where this
     PyTorch has it and it does what this module expects."""
     try:
-        from torch._C._dynamo.guards import _reinterpret_tensor
+        from torch._C._dynamo.guards import (  # type: ignore[attr-defined]  # private, unstubbed
+            _reinterpret_tensor,
+        )
     except ImportError:
         return _as_strided
     try:
@@ -59,7 +61,9 @@ def flat_view(x: torch.Tensor, offset: int) -> tuple[torch.Tensor, int]:
     the function expects (``x``'s first element is at index ``offset``)."""
     storage_elements = x.untyped_storage().nbytes() // x.element_size()
     flat = torch.as_strided(x, (storage_elements,), (1,), 0)
-    return flat, x.storage_offset() - offset
+    # a SymInt only while tracing symbolically; the real tensors of a call give an int (no
+    # cast: this runs per call)
+    return flat, x.storage_offset() - offset  # type: ignore[return-value]
 
 
 def scatter(

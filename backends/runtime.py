@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import sympy
 import torch
@@ -190,10 +190,10 @@ class CompiledProgram:
             if self.step_times is None:
                 out = call_fast(self, self.fast, inputs)
             else:  # each step's time, of the code that runs (the generated call's)
-                times = [0.0] * len(self.plan.steps)
-                out = call_fast(self, self.fast, inputs, times)
+                fast_times = [0.0] * len(self.plan.steps)
+                out = call_fast(self, self.fast, inputs, fast_times)
                 if out is not None:
-                    self.step_times.extend(times)
+                    self.step_times.extend(fast_times)
             if out is not None:
                 return out
         key = None
@@ -433,7 +433,8 @@ class _Call:
         in_place = self.p.in_place_fns.get(k)
         callee = node.callee
         if in_place is not None and args[0].is_contiguous():  # NCCL takes dense tensors
-            fn, callee = in_place, step.in_place
+            # in_place_fns holds only the steps that have a variant
+            fn, callee = in_place, cast(str, step.in_place)
         try:
             with torch.no_grad():  # an inference program: nothing to record for autograd
                 out = fn(*args, **kwargs)

@@ -225,6 +225,11 @@ class CompiledGraph:
         if self.report.computed_sizes:
             computed = self._computed_sizes(inputs)
             if computed is None:  # a size of 0 or less this time: PyTorch runs this call
+                if self.eager is None:
+                    raise FirError(
+                        f"{self.name}: a size this call computes is not positive, and the graph "
+                        "has no eager version (CompiledGraph.eager) to run it"
+                    )
                 return list(self.eager(list(inputs)))
             sizes |= computed
         if self.report.moved_inputs and self.program is not None:
@@ -304,7 +309,7 @@ class CompiledGraph:
         out = {}
         for name, expr in self.report.computed_sizes.items():
             v = evaluate_torch_expr(expr, values)
-            if not isinstance(v, int) or v < 1 or self.eager is None:
+            if not isinstance(v, int) or v < 1:
                 return None
             out[name] = v
         return out
@@ -835,7 +840,7 @@ def export_and_import(
     """
     module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
     module = module.eval()
-    dynamic_shapes = None
+    dynamic_shapes: tuple[Any, ...] | None = None
     if dynamic_batch:
         # the batch is dim 0 of the first input; every input whose dim 0 has that size shares it
         # (a weight whose dim 0 happens to differ stays static instead of failing the export)

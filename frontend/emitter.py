@@ -10,7 +10,8 @@ module; the tables never import the importer.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, overload
 
 import torch
 import torch.fx
@@ -125,7 +126,7 @@ class Emitter:
     def op(
         self,
         opname: str,
-        operands: list[Value | Literal],
+        operands: Sequence[Value | Literal],
         result: TensorType | list[TensorType],
         attrs: dict[str, Any] | None = None,
         hint: str = "",
@@ -150,6 +151,15 @@ class Emitter:
         ]
         self.nodes.append(n)
         return n.results if isinstance(result, list) else n.results[0]
+
+    @overload
+    def cast(self, v: Value, dtype: DType) -> Value: ...
+
+    @overload
+    def cast(self, v: Literal, dtype: DType) -> Literal: ...
+
+    @overload
+    def cast(self, v: Value | Literal, dtype: DType) -> Value | Literal: ...
 
     def cast(self, v: Value | Literal, dtype: DType) -> Value | Literal:
         if isinstance(v, Literal) or v.type.dtype == dtype:

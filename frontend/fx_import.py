@@ -25,7 +25,7 @@ import operator
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -252,7 +252,9 @@ class Importer:
         hints: dict[str, int] = {}
         for k, n in enumerate(self.placeholders):
             val = n.meta.get("val", n.meta.get("example_value"))
-            sizes = [(None, val)] if isinstance(val, torch.SymInt) else []
+            sizes: list[tuple[int | None, Any]] = (
+                [(None, val)] if isinstance(val, torch.SymInt) else []
+            )
             if isinstance(val, torch.Tensor):
                 sizes = [(d, size) for d, size in enumerate(val.shape)]
             for d, size in sizes:
@@ -366,7 +368,7 @@ class Importer:
                 continue  # an int input of any sign: no size (see above)
             if isinstance(size, sympy.Symbol) and size not in known:
                 continue
-            missing = getattr(size, "free_symbols", set()) - known
+            missing: set[Any] = getattr(size, "free_symbols", set()) - known
             if missing:
                 raise UnsupportedError(
                     f"size input {n.name} ({size}) is not computed from the sizes of the inputs"
@@ -376,6 +378,7 @@ class Importer:
         """A constant tensor of the graph: small ones become ``constant`` ops, larger ones
         extra arguments."""
         obj: Any = gm
+        assert isinstance(n.target, str)  # a get_attr node's target is the attribute's path
         for part in n.target.split("."):
             obj = getattr(obj, part)
         if not isinstance(obj, torch.Tensor):
@@ -404,7 +407,7 @@ class Importer:
                 continue
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
-            tensors.append(o)
+            tensors.append(cast(torch.fx.Node, o))  # only an FX node's value is a Value
         # eager's output contract, which ``lower`` keeps: these outputs may be views of an
         # input, every other one is a tensor of its own in the layout its declared type says
         views = self.graph.attrs["output_views"] = self._output_views(tensors)
@@ -486,7 +489,7 @@ class Importer:
             return ("input", self.placeholders.index(o))
         if isinstance(v, torch.SymInt):
             size = size_value(v)
-            unbound = getattr(size, "free_symbols", set()) - self.bindable
+            unbound: set[Any] = getattr(size, "free_symbols", set()) - self.bindable
             if not unbound:
                 return ("value", size) if isinstance(size, int) else ("size", size)
         raise UnsupportedError(f"graph output {o!r} is not a tensor, a size or a constant")
@@ -504,7 +507,8 @@ class Importer:
 
     def call(self, n: torch.fx.Node, converters: dict[str, Any]) -> None:
         if n.target is operator.getitem:
-            src, k = self.values[n.args[0]], n.args[1]
+            # getitem(node, int): one result of a node with several
+            src, k = self.values[cast(torch.fx.Node, n.args[0])], cast(int, n.args[1])
             if not isinstance(src, (list, tuple)):
                 raise UnsupportedError(f"{n.name}: getitem on a single value")
             self.values[n] = src[k]
@@ -661,8 +665,9 @@ class Importer:
         if aliases is not None:
             node.attrs["aliases"] = aliases
             for k in {k for k in aliases if k is not None}:
-                if isinstance(n.args[k], torch.fx.Node):
-                    self._eager_storage(n.args[k])
+                aliased = n.args[k]
+                if isinstance(aliased, torch.fx.Node):
+                    self._eager_storage(aliased)
         if name == CUDNN_ATTENTION and isinstance(n.args[0], torch.fx.Node):
             # decided once the outputs' layouts are (a query saved for the backward is one)
             self.attention_queries.append((self.values.get(n.args[0]), node.results[0]))
@@ -795,7 +800,7 @@ def _bound_unbacked(gm: torch.fx.GraphModule, example_inputs: list[Any] | None) 
         val = n.meta.get("val", n.meta.get("example_value"))
         if val is None and example_inputs is not None and k < len(example_inputs):
             val = example_inputs[k]
-        dims = [val] if isinstance(val, torch.SymInt) else []
+        dims: list[Any] = [val] if isinstance(val, torch.SymInt) else []
         if isinstance(val, torch.Tensor):
             dims = [d for d in val.shape if isinstance(d, torch.SymInt)]
         for d in dims:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -77,7 +77,7 @@ def _plain_symbols(val: Any) -> dict[str, Any]:
     position they are read from: ``None`` for the number, the dimension's index otherwise."""
     out: dict[str, Any] = {}
     if isinstance(val, torch.SymInt):
-        expr = val.node.expr
+        expr: Any = val.node.expr
         if getattr(expr, "is_Symbol", False):
             out[expr.name] = None
     elif isinstance(val, torch.Tensor):
@@ -164,7 +164,7 @@ def _run_host(n: torch.fx.Node, value: Callable[[Any], Any]) -> Any:
     kwargs = torch.fx.node.map_arg(n.kwargs, value)
     try:
         with torch.no_grad():
-            return n.target(*args, **kwargs)
+            return cast(Callable[..., Any], n.target)(*args, **kwargs)  # a call_function
     except RuntimeError as e:
         if target_name(n.target) not in ASSERTIONS:
             raise
@@ -307,8 +307,8 @@ def _segment(
     for n in members:
         used |= {s.name for s in _symbols(_val(n)) if is_unbacked(s.name)}
     carried: set[str] = set()
-    for n in inputs:
-        carried |= set(_plain_symbols(_val(n)))
+    for inp in inputs:
+        carried |= set(_plain_symbols(_val(inp)))
     for name in sorted(used - carried):
         if name not in sym_ints:
             raise UnsupportedError(

@@ -376,9 +376,9 @@ def _check(
         except FirError as e:
             raise ImportFailure(f"--check: the interpreter failed: {e.message}") from None
     flat = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    for k, (g, e) in enumerate(zip(got, flat)):
+    for k, (g, want) in enumerate(zip(got, flat)):
         try:
-            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4, equal_nan=True)
+            torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-4, equal_nan=True)
         except AssertionError as err:
             raise ImportFailure(
                 f"--check: output #{k} differs from eager: {_one_line(err)}"

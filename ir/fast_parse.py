@@ -412,7 +412,7 @@ class _FastParser:
             last: list[Any] | None = None
         else:
             code, atoms, last, value = entry
-        got = []
+        got: list[Any] = []
         same = last is not None
         tok = self.tok
         for kind, t, off, _ in atoms:
@@ -570,7 +570,7 @@ class _FastParser:
     # -- module, functions, kernels
 
     def module(self) -> Module:
-        funcs = []
+        funcs: list[Any] = []
         while True:
             i = self.next_line()
             if i is None:

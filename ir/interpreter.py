@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import sympy
 import torch
@@ -138,7 +138,7 @@ def _build_table() -> None:
         ELEMENTWISE[name] = getattr(torch, name)
     ELEMENTWISE["logical_not"] = torch.logical_not
     ELEMENTWISE["bitwise_not"] = torch.bitwise_not
-    special = {
+    special: dict[str, Callable[..., torch.Tensor]] = {
         "floordiv": _floordiv,
         "mod": _mod,
         "div": torch.div,  # true division
@@ -242,7 +242,9 @@ def apply_elementwise(
         and all(isinstance(a, torch.Tensor) or a.value is not None for a in args)
     )
     if scalar_ok and any(isinstance(a, Literal) for a in args):
-        mixed = [a.value if isinstance(a, Literal) else a for a in args]
+        mixed: Sequence[bool | int | float | torch.Tensor | None] = [
+            a.value if isinstance(a, Literal) else a for a in args
+        ]
         if name == "where" and not isinstance(args[0], torch.Tensor):
             mixed = tensor_args()
         try:
@@ -637,6 +639,7 @@ class _Run:
         args = [self.get(o) if isinstance(o, Value) else o for o in node.operands]
         out_dtype = node.results[0].type.dtype.to_torch() if node.results else None
         if node.op == "cast":
+            assert out_dtype is not None  # a cast has its one result
             x = args[0]
             return [
                 cast_tensor(x, out_dtype)
@@ -916,7 +919,7 @@ def _memory_error(
     total = sum(n for _, n in sizes if n is not None)
     if requested is None or any(n == requested for _, n in sizes):
         if len(sizes) == 1 and sizes[0][1] is not None:
-            r, n = sizes[0]
+            r, n = sizes[0][0], sizes[0][1]
             text = f"cannot allocate %{r.name} ({r.type}): {format_bytes(n)}"
         else:
             text = f"cannot allocate memory for {named or 'it'}"
@@ -1036,13 +1039,13 @@ class _BodyEval:
             v = _as_long(eval_index(op.index, self.env))
             return v.to(op.dtype.to_torch()) if op.dtype is not None else v
         if code == "constant":
-            value = (
+            lit = (
                 op.operands[0].value
                 if op.operands and isinstance(op.operands[0], Literal)
                 else None
             )
-            dtype = op.dtype.to_torch() if op.dtype else _default_dtype(value)
-            return literal_tensor(value, dtype)
+            dtype = op.dtype.to_torch() if op.dtype else _default_dtype(lit)
+            return literal_tensor(lit, dtype)
         if code == "cast":
             if op.dtype is None:
                 raise InterpreterError("'cast' needs a result dtype")
@@ -1416,7 +1419,8 @@ def _(c: _Call) -> torch.Tensor:
 @_op("masked_fill")
 def _(c: _Call) -> torch.Tensor:
     x, m, v = c.t(0), c.t(1), c.args[2]
-    return x.masked_fill(m, v.value if isinstance(v, Literal) else v)
+    # the verifier rejects a none fill value (ops.literal_fits)
+    return x.masked_fill(m, cast("bool | int | float", v.value) if isinstance(v, Literal) else v)
 
 
 @_op("embedding")

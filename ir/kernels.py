@@ -267,7 +267,7 @@ def describe_over(over: tuple[Dim, Dim | None]) -> str:
 def same_over(a: tuple[Dim, Dim | None], b: tuple[Dim, Dim | None]) -> bool:
     if (a[1] is None) != (b[1] is None):
         return False
-    return dims_equal(a[0], b[0]) and (a[1] is None or dims_equal(a[1], b[1]))  # type: ignore[arg-type]
+    return dims_equal(a[0], b[0]) and (a[1] is None or dims_equal(a[1], b[1]))
 
 
 __all__: list[Any] = [

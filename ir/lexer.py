@@ -80,7 +80,7 @@ class FirLexer(Lexer):
                 self.punct[term.pattern.value] = term.name
 
     def lex(self, lexer_state: LexerState, parser_state: Any) -> Iterator[Token]:
-        text_obj = lexer_state.text
+        text_obj: Any = lexer_state.text  # a TextSlice, or the full text
         text: str = getattr(text_obj, "text", text_obj)
         pos = getattr(text_obj, "start", 0)
         end = getattr(text_obj, "end", len(text))
@@ -96,7 +96,8 @@ class FirLexer(Lexer):
                 raise ParseError(
                     f"unexpected character '{text[pos]}'", self._loc(line, pos - line_start + 1)
                 )
-            kind = m.lastgroup
+            # every alternative of TOKEN_RE is a named group, so a match always has one
+            kind: str = m.lastgroup  # type: ignore[assignment]
             value = m.group()
             if kind == "WS" or kind == "COMMENT":
                 n = value.count("\n")

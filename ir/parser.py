@@ -14,7 +14,7 @@ import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ._lark import (
     Lark,
@@ -259,11 +259,14 @@ class _Builder(Transformer):
         return TensorType(dtype, tuple(dims), layout)
 
     def parse_dims(self, inner: str, tok: Token, column_shift: int) -> list[Any]:
+        line, column = tok.line, tok.column
+        assert line is not None and column is not None  # FIR's lexers place every token
         saved, saved_in_stmt = Origin.base, self.in_stmt
-        Origin.base = (tok.line, tok.column + column_shift)
+        Origin.base = (line, column + column_shift)
         self.in_stmt = False
         try:
-            dims = _get_lark().parse(inner, start="type_dims")
+            # the builder transforms as lark parses: the result is type_dims' list, not a tree
+            dims = cast(list[Any], _get_lark().parse(inner, start="type_dims"))
         except UnexpectedInput as e:
             message = _convert(_get_lark(), e, inner, "", 0).message
             # the dimensions end at the type's ']', not at the end of the input
@@ -274,7 +277,7 @@ class _Builder(Transformer):
                 loc = self.loc(tok)
                 raise ParseError(
                     message,
-                    Location(loc.file, loc.line, tok.column + len(tok) - 1, loc.source_line),
+                    Location(loc.file, loc.line, column + len(tok) - 1, loc.source_line),
                 ) from None
             raise self.error(at, message) from None
         finally:
@@ -714,7 +717,7 @@ class _Builder(Transformer):
         dtype = self.dtype(dt_tok) if dt_tok is not None else None
         if opname in ("constant", "cast") and dtype is None:
             raise self.error(name_tok, f"'{opname}' in a loop body needs a result dtype (': f32')")
-        if opname not in ("constant", "cast") and dtype is not None:
+        if opname not in ("constant", "cast") and dt_tok is not None:  # i.e. dtype is not None
             raise self.error(dt_tok, f"'{opname}' takes no result dtype in a loop body")
         return BodyOp(
             opname,
@@ -830,7 +833,13 @@ class _Builder(Transformer):
             for s in sorted(size.free_symbols, key=str):
                 if s not in sizes:
                     # the first use of the name after the size's own start
-                    uses = [t for t in self.dep_free.get(s.name, []) if t.start_pos > tok.start_pos]
+                    start = tok.start_pos
+                    assert start is not None  # FIR's lexers place every token
+                    uses = [
+                        t
+                        for t in self.dep_free.get(s.name, [])
+                        if t.start_pos is not None and t.start_pos > start
+                    ]
                     at = uses[0] if uses else tok
                     raise self.error(
                         at, f"{what} must be an expression over size symbols, got '{s.name}'"
@@ -1280,7 +1289,8 @@ def _convert(
     line = getattr(e, "line", 1) or 1
     col = getattr(e, "column", 1) or 1
     if isinstance(e, UnexpectedCharacters):
-        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        pos = e.pos_in_stream  # always set for UnexpectedCharacters
+        ch = text[pos] if pos is not None and pos < len(text) else "?"
         msg = f"unexpected character '{ch}'"
         if e.allowed:
             msg += f", expected {_expected(lark, e.allowed)}"

@@ -202,7 +202,7 @@ class _BodyRanges:
         if code == "index":
             if op.index is None:
                 return None
-            b = bounds(op.index, self.loops)
+            b: Range | None = bounds(op.index, self.loops)
             return (float(b[0]), float(b[1])) if b is not None else None
         if code == "constant":
             return self.of(args[0], env)
@@ -218,14 +218,14 @@ class _BodyRanges:
         if code in ("add", "sub", "mul", "minimum", "maximum"):
             b = rs[1]
             assert b is not None
-            f = {
+            corner_fns: dict[str, Callable[[float, float], float]] = {
                 "add": lambda x, y: x + y,
                 "sub": lambda x, y: x - y,
                 "mul": lambda x, y: x * y,
                 "minimum": min,
                 "maximum": max,
-            }[code]
-            got = _corners(f, a, b)
+            }
+            got = _corners(corner_fns[code], a, b)
         elif code == "div" and dtype is not None and dtype.is_float:
             b = rs[1]
             assert b is not None

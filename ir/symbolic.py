@@ -83,7 +83,7 @@ class FloorDiv(sympy.Function):
         if ia == 0:
             return sympy.Integer(0)
         if ib is not None and ib > 0:
-            if isinstance(a, FloorDiv) and _const(a.args[1]) is not None and _const(a.args[1]) > 0:
+            if isinstance(a, FloorDiv) and (inner := _const(a.args[1])) is not None and inner > 0:
                 return FloorDiv(a.args[0], a.args[1] * ib)
             quotient, rest = _split_divisible(a, ib)
             if quotient != 0:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .deps import MemoryDep
 from .dtypes import DType
@@ -35,6 +35,9 @@ from .graph import (
 from .kernels import describe_over, dims_equal, kernel_space, over_of, same_over
 from .ops import OPS, AttrSpec, OpSpec, TypeRule, literal_fits
 from .types import TensorType, dim_str, dims_mul
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 
 def verify_module(m: Module) -> None:
@@ -103,7 +106,7 @@ def _static_overlap(dims: list[tuple[int, int]]) -> bool:
     return len(offsets) != points
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeIs[int]:  # a size or index is never a bool
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -954,7 +957,7 @@ class _GraphVerifier:
 
         assert op.buffer is not None
         size = op.buffer.type.storage_size()
-        b = bounds(op.index, interval)  # type: ignore[arg-type]
+        b = bounds(op.index, interval)
         if _is_int(size) and b is not None and (b[0] < 0 or b[1] >= size):
             raise self.error(
                 f"load of %{op.buffer.name} is out of bounds: index "
@@ -964,6 +967,7 @@ class _GraphVerifier:
             )
 
     def loop_results(self, n: LoopNode, ydtype: DType | None) -> None:
+        assert n.body is not None  # loop_node checked it
         loc = n.loc
         if n.reduction == "welford":
             if len(n.results) != 3:
@@ -1122,7 +1126,11 @@ _SCALAR_TYPINGS: dict[tuple[Any, ...], DType | str] = {}
 def _scalar_typing(key: tuple[Any, ...], spec: OpSpec, op: BodyOp) -> DType | str:
     typed = _SCALAR_TYPINGS.get(key)
     if typed is None:
-        types = [TensorType(o.dtype, ()) if isinstance(o, BodyValue) else o for o in op.operands]
+        # body_op rejected an operand of unknown dtype
+        types = [
+            TensorType(cast(DType, o.dtype), ()) if isinstance(o, BodyValue) else o
+            for o in op.operands
+        ]
         declared = [TensorType(op.dtype, ())] if op.dtype is not None else []
         try:
             (result,) = spec.infer(types, {}, declared)

@@ -220,8 +220,8 @@ def _parse_options(text: str, source: str, i: int) -> tuple[int, dict[str, Any]]
 
 def _instantiate(spec: PassSpec, text: str, source: str) -> Pass:
     if not registry.is_pass(spec.name):
-        known = registry.pass_names() + list(registry.pipeline_names())
-        hint = difflib.get_close_matches(spec.name, known, n=1)
+        names = registry.pass_names() + list(registry.pipeline_names())
+        hint = difflib.get_close_matches(spec.name, names, n=1)
         extra = f"; did you mean '{hint[0]}'?" if hint else ""
         raise _error(
             f"unknown pass '{spec.name}'{extra} (passes: {', '.join(registry.pass_names())}; "

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: ruff, lit (FileCheck goldens), pytest (unit, property and numeric tests).
+# The whole test suite: ruff, mypy (scripts/typecheck.sh), lit (FileCheck goldens), pytest (unit, property and numeric tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 "$PY" -m ruff check .
+bash scripts/typecheck.sh
 "$PY" -c "import sys; from lit.main import main; sys.argv[0] = 'lit'; main()" -s tests/lit
 # PyTorch's own Inductor tests with FIR in Inductor's place, where the suite lies beside the
 # checkout (CI, developers): a fixed sample of 250 (every second test of the file first), each

@@ -36,7 +36,7 @@ def _benchmark_modules(scale: float) -> list[tuple[str, Any]]:
     them to FIR, captured on the CPU, their leading dimension scaled by ``scale`` (the row
     lengths, which choose the kernels' layouts, stay)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import bench_gpu  # type: ignore[import-not-found]
+    import bench_gpu
 
     out: list[tuple[str, Any]] = []
     for name, (fn, make) in bench_gpu.programs(bench_gpu.GPU.scaled(scale), "cpu").items():

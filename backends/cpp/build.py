@@ -109,7 +109,7 @@ def cpu_identity() -> str:
 def flags(identity: str) -> tuple[str, ...]:
     """The flags for a compiler (by its ``--version``): :data:`FLAGS`, plus the vector math
     library where GCC can use it."""
-    out = FLAGS
+    out: tuple[str, ...] = FLAGS
     gcc = "Free Software Foundation" in identity and "clang" not in identity.lower()
     if gcc and platform.machine() in ("x86_64", "AMD64") and ctypes.util.find_library("mvec"):
         out = (*out, "-DFIR_LIBMVEC")

@@ -55,9 +55,10 @@ def hoist(items: list[Item], var: str, per_lane: set[str]) -> tuple[list[Instr],
     out: list[Instr] = []
     rest: list[Item] = []
     for it in items:
-        movable = isinstance(it, (Load, Compute, Constant, IndexValue, CheckIndex))
-        if movable and not (uses(it) & varying):
-            out.append(it)  # type: ignore[arg-type]
+        if isinstance(it, (Load, Compute, Constant, IndexValue, CheckIndex)) and not (
+            uses(it) & varying
+        ):
+            out.append(it)
             continue
         rest.append(it)
         if not isinstance(it, Loop):

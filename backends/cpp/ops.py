@@ -179,10 +179,10 @@ def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool 
     if dtype.is_bool:
         return "true" if value else "false"
     if not dtype.is_float:
-        v = int(value)
-        if v == -(2**63):
+        iv = int(value)
+        if iv == -(2**63):
             return "INT64_MIN"
-        text = str(v) if -(2**31) <= v < 2**31 else f"INT64_C({v})"
+        text = str(iv) if -(2**31) <= iv < 2**31 else f"INT64_C({iv})"
         # typed, so that it meets a value of the dtype in the overloaded helpers (fir_wadd(T, T))
         return f"{CTYPE[dtype]}({text})"
     v = float(value)

@@ -45,7 +45,6 @@ from fir.backends.plan.instructions import (
     Constant,
     IndexValue,
     Load,
-    LoopBegin,
     Store,
 )
 from fir.backends.plan.loop_tree import (
@@ -310,7 +309,7 @@ class _Kernel:
         independent (:func:`.nest.independent`)."""
         return not has_loops(items) and independent(items, var, self.aliased)
 
-    def bounds(self, lb: LoopBegin) -> tuple[Any, Any]:
+    def bounds(self, lb: Loop) -> tuple[Any, Any]:
         """The range a loop runs: the parallel loop's is [start, stop) of its size (the runtime
         splits it over threads)."""
         end = self.index(lb.size)
@@ -478,8 +477,8 @@ class _Kernel:
         for i in walk(inner.body):
             if isinstance(i, AccInit):
                 kind, start = self.acc_start(i)
-                arrays = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
-                self.lane_accs[i.acc] = (kind, i.dtype, arrays)
+                lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
+                self.lane_accs[i.acc] = (kind, i.dtype, lanes)
         arrays: dict[str, Any] = {}
         for seg in segments:
             if isinstance(seg[0], Loop):

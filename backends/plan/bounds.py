@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import sympy
@@ -123,15 +124,15 @@ def program_checks(g: Graph, buffers: Mapping[str, Any], sizes: Sequence[str]) -
     w = _Writer(list(sizes))
     for n in g.nodes:
         if isinstance(n, LoopNode) and n.reduction in EMPTY_KINDS:
-            _located(n, lambda n=n: w.empty(n))
+            _located(n, partial(w.empty, n))
     w.positive()
     for a in g.args:
-        _located(g, lambda a=a: w.too_big(a.type, f"argument %{a.name}", g.loc))
+        _located(g, partial(w.too_big, a.type, f"argument %{a.name}", g.loc))
     for n in g.nodes:
         if isinstance(n, LoopNode) and n.body is not None:
-            _located(n, lambda n=n: w.loop(n, buffers))
+            _located(n, partial(w.loop, n, buffers))
         elif isinstance(n, AliasNode) and n.base is not None:
-            _located(n, lambda n=n: w.view(n))
+            _located(n, partial(w.view, n))
     _located(g, lambda: w.in_place(g, buffers))
     return w.finish()
 

@@ -101,7 +101,7 @@ class VarMap:
         for group, k in self.groups:
             e = _merge_affine(e, group, k)
         e = e.xreplace({v: sympy.sympify(x) for v, x in self.exprs.items()})
-        out = simplify_index(e, self.ranges)
+        out: Expr = simplify_index(e, self.ranges)  # a sympy expression: ``e`` is one
         if isinstance(out, sympy.Integer):
             return int(out)
         return out.xreplace(self.final)
@@ -121,7 +121,7 @@ class VarMap:
         syms = sympy.sympify(e).free_symbols
         if len(syms) != 1:
             return None
-        return self.final.get(next(iter(syms)))  # type: ignore[arg-type]
+        return self.final.get(next(iter(syms)))
 
 
 def map_member(member: LoopNode, loops: Sequence[KLoop], full_domain: bool) -> VarMap:
@@ -205,11 +205,11 @@ def _matching_runs(
             if not (isinstance(pm, int) and isinstance(pk, int)):
                 return None
             if pm < pk and i < len(groups):
-                pm *= groups[i].size  # type: ignore[assignment]
+                pm *= groups[i].size
                 run_m.append(groups[i])
                 i += 1
             elif pk < pm and j < len(kloops):
-                pk *= kloops[j].size  # type: ignore[assignment]
+                pk *= kloops[j].size
                 run_k.append(kloops[j])
                 j += 1
             else:

@@ -170,7 +170,7 @@ def plan_kernel(
 
 class _Builder:
     def __init__(
-        self, step: Step, name: str, first_error: int, stash: frozenset[str] = frozenset()
+        self, step: Step, name: str, first_error: int, stash: frozenset[_Key] = frozenset()
     ) -> None:
         self.members: list[LoopNode] = []
         for n in step.nodes:
@@ -462,6 +462,7 @@ class _Builder:
                 names[id(op.result)] = self._load(j, op, dst, index, mask)
             elif op.opcode == "indirect":
                 src = operand(op.operands[0])
+                assert isinstance(src, str)  # the verifier: an indirect index is a body value
                 guard = guards.get(id(op.result))
                 mask = names.get(id(guard)) if guard is not None else None
                 ckey: _Key = (
@@ -805,6 +806,7 @@ def _buffers_through(m: LoopNode, name: str) -> tuple[str, ...]:
         if (
             op.opcode == "load"
             and op.buffer is not None
+            and op.index is not None
             and not isinstance(op.index, int)
             and sym in op.index.free_symbols
             and op.buffer.name not in out

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from fir.backends.cache import Cache, cache_key
@@ -106,17 +106,17 @@ class TritonKernels:
         configs: dict[str, Config] | None = None,
         autotune: bool = False,
     ) -> None:
-        source, configs = render_program(plan, configs)
+        source, rendered = render_program(plan, configs)
         self.plan = plan
         self.cache = cache
         self.source = source
-        self.configs: dict[str, Config] = {name: c for name, (c, _) in configs.items()}
+        self.configs: dict[str, Config] = {name: c for name, (c, _) in rendered.items()}
         self.path = module_path(source, cache)
         self.module = load_module(self.path)
-        self.launchers = {name: getattr(self.module, f"launch_{name}") for name in configs}
-        self.grids = {name: getattr(self.module, f"grid_{name}") for name in configs}
-        self.order = list(configs)
-        self.kernel_fails = {name: f for name, (_, f) in configs.items()}
+        self.launchers = {name: getattr(self.module, f"launch_{name}") for name in rendered}
+        self.grids = {name: getattr(self.module, f"grid_{name}") for name in rendered}
+        self.order = list(rendered)
+        self.kernel_fails = {name: f for name, (_, f) in rendered.items()}
         self.fails = any(self.kernel_fails.values())
         self.device = device
         # made at the first call: torch.compile compiles under fake tensors
@@ -284,7 +284,7 @@ class TritonKernels:
             return self._read(self.err)
         failed = None
         if self.pending is not None and self.pending.query():
-            failed = self._read(self.err_host)
+            failed = self._read(cast(torch.Tensor, self.err_host))  # pending: copied to it
         if self.err_host is None:
             self.err_host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
         self.err_host.copy_(self.err, non_blocking=True)

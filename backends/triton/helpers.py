@@ -17,7 +17,8 @@ import triton.language as tl
 if os.environ.get("TRITON_INTERPRET") == "1":  # pragma: no cover - chosen at import
     from . import interp_math as ld
 else:
-    from triton.language.extra import libdevice as ld
+    # the same role as interp_math, chosen at import (mypy takes the first binding's type)
+    from triton.language.extra import libdevice as ld  # type: ignore[no-redef]
 
 
 def _launch_options() -> dict[str, object]:

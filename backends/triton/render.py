@@ -716,7 +716,9 @@ class _Writer:
             if isinstance(i.args[0], Literal):
                 from fir.ir.interpreter import cast_scalar
 
-                folded = Literal(cast_scalar(i.args[0].value, i.dtype))  # the cast's own rule
+                value = i.args[0].value
+                assert value is not None  # an inlined constant: never none (cast_scalar rejects it)
+                folded = Literal(cast_scalar(value, i.dtype))  # the cast's own rule
                 self.emit(
                     f"{dst} = tl.full([], {scalar(folded, i.dtype, exact=True)}, "
                     f"{compute_type(i.dtype)})"

@@ -56,7 +56,7 @@ def _result(em: Emitter, opname: str, operands: list[Any], out: TensorType, **kw
     """The composition's last op, rounded once to ``out``'s dtype where it computed wider."""
     if out.dtype == _wide(out.dtype):
         return em.op(opname, operands, out, **kw)
-    return _narrowed(em, _auto(em, opname, operands, hint=kw.get("hint")), out.dtype)
+    return _narrowed(em, _auto(em, opname, operands, hint=kw.get("hint") or ""), out.dtype)
 
 
 def _narrowed(em: Emitter, v: Value, dtype: DType) -> Value:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from fir.ir.dtypes import DType
@@ -79,7 +79,7 @@ def _used_results(em: Emitter) -> set[int]:
     used: set[int] = set()
     for user in em.node.users:
         if user.target is operator.getitem:
-            used.add(user.args[1])
+            used.add(cast(int, user.args[1]))  # getitem's index into a tuple result
         else:
             used.update(range(8))
     return used
@@ -144,7 +144,7 @@ def _expand_to(em: Emitter, x: Value, shape: Any, hint: str = "ex") -> Value:
 def _static_shape(x: Value) -> tuple[int, ...]:
     if not all(isinstance(d, int) for d in x.type.shape):
         raise Fallback("symbolic shape")
-    return tuple(x.type.shape)  # type: ignore[return-value]
+    return tuple(x.type.shape)
 
 
 def _arange_i64(em: Emitter, start: int, end: Any, step: int = 1, hint: str = "ar") -> Value:

@@ -132,7 +132,7 @@ def _empty(em: Emitter, *args: Any, **kwargs: Any) -> Value:
 @register("aten.copy.default")
 def _copy(em: Emitter, x: Any, src: Any, non_blocking: bool = False) -> Value:
     out = em.out_type()
-    return _expand_to(em, em.cast(_tensor(src), out.dtype), out.shape)  # type: ignore[arg-type]
+    return _expand_to(em, em.cast(_tensor(src), out.dtype), out.shape)
 
 
 @register("aten.eye.default", "aten.eye.m")
@@ -143,7 +143,7 @@ def _eye(em: Emitter, n: int, *args: Any, **kwargs: Any) -> Value:
         raise Fallback("symbolic size")
     row = _auto(em, "unsqueeze", [_arange_i64(em, 0, n, hint="row")], {"dim": 1})
     eq = _auto(em, "eq", [row, _arange_i64(em, 0, m, hint="col")])
-    return em.cast(eq, out.dtype)  # type: ignore[return-value]
+    return em.cast(eq, out.dtype)
 
 
 @register("aten.linspace.default")

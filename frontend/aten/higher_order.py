@@ -26,7 +26,7 @@ importer call the higher-order op itself, which is no operator.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from fir.ir.dtypes import DType
@@ -62,7 +62,8 @@ def _auto_functionalized_v2(em: Emitter, op: Any, **kwargs: Any) -> list[Any]:
     kwargs = dict(kwargs)
     kwargs.pop("_only_clone_these_bases", None)  # FIR copies every base
     bases = kwargs.pop("_all_bases", [])
-    metas = [meta_value(b) for b in em.node.kwargs.get("_all_bases", [])]
+    fx_bases = cast("list[torch.fx.Node]", em.node.kwargs.get("_all_bases", []))
+    metas = [meta_value(b) for b in fx_bases]
     copies = [_copy_base(em, b, m, where) for b, m in zip(bases, metas)]
 
     args: list[Any] = []

@@ -34,7 +34,7 @@ def _index_tensor(em: Emitter, index: Any) -> Value:
         return index
     if not index.type.dtype.is_int:
         raise Fallback(f"{index.type.dtype} index")
-    return em.cast(index, DType.I64)  # type: ignore[return-value]
+    return em.cast(index, DType.I64)
 
 
 @register("aten.gather.default")

@@ -61,7 +61,7 @@ def _beta_alpha(em: Emitter, bias: Any, prod: Value, beta: Any, alpha: Any) -> V
     prod = _scale(em, prod, alpha)
     if beta == 0:
         return _expand_to(em, prod, out.shape)
-    bias = _scale(em, em.cast(_tensor(bias), out.dtype), beta)  # type: ignore[arg-type]
+    bias = _scale(em, em.cast(_tensor(bias), out.dtype), beta)
     return em.op("add", [bias, prod], out)
 
 
@@ -98,14 +98,14 @@ def _trace(em: Emitter, x: Any) -> Value:
     out = em.out_type()
     shape = _static_shape(x)
     n = min(shape)
-    diag = _diagonal_view(em, em.cast(x, out.dtype), 0, 0, 1, TensorType(out.dtype, (n,)))  # type: ignore[arg-type]
+    diag = _diagonal_view(em, em.cast(x, out.dtype), 0, 0, 1, TensorType(out.dtype, (n,)))
     return em.op("sum", [diag], out)
 
 
 @register("aten.linalg_cross.default")
 def _cross(em: Emitter, a: Any, b: Any, dim: int = -1) -> Value:
     out = em.out_type()
-    a, b = (_expand_to(em, em.cast(_tensor(t), out.dtype), out.shape) for t in (a, b))  # type: ignore[arg-type]
+    a, b = (_expand_to(em, em.cast(_tensor(t), out.dtype), out.shape) for t in (a, b))
     d = dim % out.rank
     part = TensorType(out.dtype, out.shape[:d] + out.shape[d + 1 :])
 

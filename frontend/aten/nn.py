@@ -7,6 +7,7 @@ backward, ``_safe_softmax``, average pooling, dropout backward).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fir.ir.graph import Literal, Value
@@ -268,7 +269,7 @@ def _avg_pool(
     em: Emitter,
     x: Any,
     kernel: list[int],
-    stride: list[int] = (),
+    stride: Sequence[int] = (),
     padding: Any = 0,
     ceil_mode: bool = False,
     count_include_pad: bool = True,

@@ -136,11 +136,11 @@ _BINARY = {
     "fmax": None,
     "fmin": None,
 }
-for _aten, _fir in _BINARY.items():
-    if _fir is None:
+for _aten, _binop in _BINARY.items():
+    if _binop is None:
         continue
     for _ov in ("Tensor", "Scalar", "default"):
-        register(f"aten.{_aten}.{_ov}")(_binary(_fir))
+        register(f"aten.{_aten}.{_ov}")(_binary(_binop))
 for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
     for _ov in ("Tensor", "Scalar"):
         register(f"aten.{_cmp}.{_ov}")(_binary(_cmp, compare=True))
@@ -257,13 +257,13 @@ def _clamp_max(em: Emitter, x: Any, max: Any) -> Value:
 def _to_copy(em: Emitter, x: Any, *args: Any, **kwargs: Any) -> Value:
     em.check_device(kwargs.get("device"), "copy")
     out = em.out_type()
-    return em.cast(_tensor(x), out.dtype)  # type: ignore[return-value]
+    return em.cast(_tensor(x), out.dtype)
 
 
 @register("prims.convert_element_type.default")
 def _convert_element_type(em: Emitter, x: Any, dtype: Any) -> Value:
     """prims' cast (decompositions emit it): a FIR ``cast`` to the result's dtype."""
-    return em.cast(_tensor(x), em.out_dtype())  # type: ignore[return-value]
+    return em.cast(_tensor(x), em.out_dtype())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def _lerp(em: Emitter, start: Any, end: Any, weight: Any) -> Value:
     a, b = _cast_all(em, dtype, start, end)
     d = _auto(em, "sub", [b, a], hint="diff")
     if not isinstance(weight, Value):  # the branch is known now
-        w = _lit(weight)
+        w: Value | Literal = _lit(weight)
         if abs(float(weight)) < 0.5:
             return em.op("add", [a, _auto(em, "mul", [w, d])], out)
         one_minus = float(
@@ -354,7 +354,7 @@ def _nan_to_num(
     x = _tensor(x)
     out = em.out_type()
     if not out.dtype.is_float:
-        return em.cast(x, out.dtype)  # type: ignore[return-value]
+        return em.cast(x, out.dtype)
     info = torch.finfo(out.dtype.to_torch())
     pos = float(info.max) if posinf is None else float(posinf)
     neg = float(info.min) if neginf is None else float(neginf)
@@ -441,7 +441,7 @@ def _clamp_tensor(em: Emitter, x: Any, *bounds: Any, **kw: Any) -> Value:
         r = _auto(em, "maximum", [r, _operand(em, lo, out.dtype)])
     if hi is not None:
         r = _auto(em, "minimum", [r, _operand(em, hi, out.dtype)])
-    return _expand_to(em, r, out.shape)  # type: ignore[arg-type]
+    return _expand_to(em, r, out.shape)
 
 
 @register("aten.angle.default")

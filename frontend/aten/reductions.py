@@ -171,7 +171,7 @@ def _std_mean(
 def _vector_norm(em: Emitter, x: Value, ord: Any, dims: list[int] | None, keepdim: bool) -> Value:
     out = em.out_type()
     attrs = {"dims": dims, "keepdim": keepdim or None}
-    x = em.cast(x, out.dtype)  # type: ignore[assignment]
+    x = em.cast(x, out.dtype)
     o = float(ord)
     if o == 2:
         return em.op("sqrt", [_auto(em, "sum", [_auto(em, "mul", [x, x])], attrs)], out)

@@ -9,6 +9,7 @@ alias).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -276,7 +277,7 @@ def _flip(em: Emitter, x: Any, dims: list[int]) -> Value:
 
 
 @register("aten.roll.default")
-def _roll(em: Emitter, x: Any, shifts: list[int], dims: list[int] = ()) -> Value:
+def _roll(em: Emitter, x: Any, shifts: list[int], dims: Sequence[int] = ()) -> Value:
     x = _tensor(x)
     out = em.out_type()
     _static_shape(x)
@@ -422,7 +423,7 @@ def _unfold(em: Emitter, x: Any, dim: int, size: int, step: int) -> Value:
 
 
 @register("aten.rot90.default")
-def _rot90(em: Emitter, x: Any, k: int = 1, dims: list[int] = (0, 1)) -> Value:
+def _rot90(em: Emitter, x: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Value:
     x = _tensor(x)
     out = em.out_type()
     rank = x.type.rank

@@ -357,8 +357,8 @@ class _Walk:
             for n, v in self.released_after(k, st, inputs, plans):
                 self.release(k, n, v)
         for v in self.g.outputs:
-            st = self.storage_of.get(id(v))
-            if st is not None and st.occupant is not alias_root(v):
+            storage = self.storage_of.get(id(v))
+            if storage is not None and storage.occupant is not alias_root(v):
                 self.problems.append(
                     (f"output %{v.name} was overwritten or freed", self.g.return_loc)
                 )

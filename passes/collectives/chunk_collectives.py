@@ -80,6 +80,7 @@ class ChunkCollectivesPass(Pass):
             if found is None:
                 continue
             mm, chain, wait = found
+            assert isinstance(node, ExternNode)  # _match matches only an all-reduce call
             m, n_cols = mm.result.type.shape
             assert isinstance(m, int)
             rows = min(chunks, m // max(self.min_rows, 1))  # type: ignore[attr-defined]

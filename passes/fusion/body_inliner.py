@@ -371,7 +371,7 @@ class BodyInliner:
         load masked by ``mask``; each load of an inlined buffer asks the caller (``yield``) for
         the value of that buffer's copy. Returns what the body yields."""
         assert node.body is not None
-        env: dict[BodyValue, BodyOperand] = {}
+        env: dict[BodyValue, BodyValue] = {}  # a copied op's value is never a literal
         renames: dict[sympy.Symbol, sympy.Symbol] = {}
         inlined, copy = self.inlined, self.copy
         for op in node.body.ops:
@@ -381,7 +381,7 @@ class BodyInliner:
                 continue
             index = self.index(op.index, vmap, renames)
             own = env[op.mask] if op.mask is not None else None
-            both = own if mask is None else self.logical_and(mask, own)  # type: ignore[arg-type]
+            both = own if mask is None else self.logical_and(mask, own)
             value = yield (producer, index, both)
             dtype = producer.result.type.dtype
             if isinstance(value, Literal):
@@ -396,7 +396,7 @@ class BodyInliner:
     def expand_leaf(self, node: LoopNode, vmap: VarMap, mask: BodyValue | None) -> BodyOperand:
         """:meth:`expand` for a body that reads no inlined buffer."""
         assert node.body is not None
-        env: dict[BodyValue, BodyOperand] = {}
+        env: dict[BodyValue, BodyValue] = {}
         renames: dict[sympy.Symbol, sympy.Symbol] = {}
         copy = self.copy
         for op in node.body.ops:
@@ -407,7 +407,7 @@ class BodyInliner:
     def copy(
         self,
         op: BodyOp,
-        env: dict[BodyValue, BodyOperand],
+        env: dict[BodyValue, BodyValue],
         vmap: VarMap,
         renames: dict[sympy.Symbol, sympy.Symbol],
         mask: BodyValue | None,
@@ -422,11 +422,11 @@ class BodyInliner:
                 op.index if vmap.identity and not renames else self.index(op.index, vmap, renames)
             )
             own = env[op.mask] if op.mask is not None else None
-            both = own if mask is None else self.logical_and(mask, own)  # type: ignore[arg-type]
+            both = own if mask is None else self.logical_and(mask, own)
             other = op.other if own is not None else None
             if both is not None and other is None:
                 other = _zero(buffer.type.dtype)
-            key = (id(buffer), index, both, _literal_key(other))
+            key: tuple[Any, ...] = (id(buffer), index, both, _literal_key(other))
             return self.table.get(key) or self.add(
                 key,
                 "load",
@@ -443,7 +443,7 @@ class BodyInliner:
             return self.table.get(key) or self.add(
                 key, "index", op.result.dtype, index=index, dtype=op.dtype, loc=op.loc
             )
-        operands = [env[o] if o.__class__ is BodyValue else o for o in op.operands]  # type: ignore[index]
+        operands = [env[o] if o.__class__ is BodyValue else o for o in op.operands]
         if opcode == "indirect":
             key = ("indirect", operands[0], op.bound)
             value = self.table.get(key) or self.add(

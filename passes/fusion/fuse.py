@@ -383,7 +383,8 @@ def run_round(
                     else "neither can be reordered (a reduction, or a kernel already)"
                 )
                 rejection = Rejection(
-                    "deps-mismatch", lambda first=first, note=note: f"{first.detail}; {note}"
+                    "deps-mismatch",
+                    lambda first=first, note=note: f"{first.detail}; {note}",  # type: ignore[misc]  # a default-argument capture (python/mypy#15459)
                 )
         if rejection is not None:
             if c is not None:

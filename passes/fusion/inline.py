@@ -468,6 +468,6 @@ def _drop_stale_analyses(g: Graph) -> None:
     g.kernels = []
     for n in g.nodes:
         if getattr(n, "deps", None) is not None:
-            n.deps = None  # type: ignore[attr-defined]
+            n.deps = None
         for key in _PLAN_KEYS:
             n.attrs.pop(key, None)

@@ -114,6 +114,7 @@ def accesses(n: LoopNode) -> list[Access]:
     seen: set[Any] = set()
     for op in n.body.loads():
         index = op.index
+        assert index is not None  # every load has one (the verifier's rule)
         if not isinstance(index, int) and any(is_indirect(s) for s in index.free_symbols):
             continue
         assert op.buffer is not None

@@ -206,7 +206,7 @@ class FusionRules:
             return Rejection("same-node", lambda: f"{fg.label(a)} is already one kernel"), None
         for f in (a, b):
             if f.kind != "loop":
-                return Rejection("extern-or-nop", lambda f=f: _not_a_loop(fg, f)), None
+                return Rejection("extern-or-nop", lambda f=f: _not_a_loop(fg, f)), None  # type: ignore[misc]  # a default-argument capture (python/mypy#15459)
         if a.nofuse or b.nofuse or a.forbid & b.mask or b.forbid & a.mask:
             return self._nofuse(a, b), None
         if fg.reaches(b, a):
@@ -347,7 +347,7 @@ class FusionRules:
                     write, writer = writes[0]
                     return Rejection(
                         "deps-mismatch",
-                        lambda read=read, reader=reader, write=write, writer=writer: (
+                        lambda read=read, reader=reader, write=write, writer=writer: (  # type: ignore[misc]  # a default-argument capture (python/mypy#15459)
                             f"%{fg.names[reader]} reads {dep_str(read)}, but "
                             f"%{fg.names[writer]} writes {dep_str(write)}"
                         ),

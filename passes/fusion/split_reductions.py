@@ -101,6 +101,7 @@ def split_graph(g: Graph, max_outputs: int, min_size: int, parts: int, min_chunk
         if chunks < 2:
             out.append(n)
             continue
+        assert isinstance(n, LoopNode)  # only a loop node has chunks
         name = n.results[0].name
         nodes = split_node(
             n, chunks, unique_name(f"{name}.part", taken), unique_name(f"{name}.f32", taken)
@@ -204,12 +205,12 @@ def split_node(n: LoopNode, chunks: int, part_name: str, wide_name: str = "") ->
     )
     part.owner = first
     # the second node: the old pointwise loops, one reduction loop over the chunks
-    outputs = math.prod(s for _, s in n.ranges)  # type: ignore[misc]
+    outputs = math.prod(s for _, s in n.ranges)
     linear: sympy.Expr = sympy.Integer(0)
     stride = 1
     for v, s in reversed(n.ranges):
         linear += stride * v
-        stride *= s  # type: ignore[assignment]
+        stride *= s
     r0 = index_var("r0")
     total = result
     if narrow:

@@ -528,7 +528,7 @@ def cross_entropy(b: Builder) -> list[Operand]:
     smooth = _reduce_loss(b, parts, s, "smooth")
     classes = element_count(b, x.type.shape, [cdim], "classes")
     if isinstance(classes, Literal):
-        smooth = b.emit("mul", [smooth, lit(eps / classes.value)], "smooth_scaled")  # type: ignore[operator]
+        smooth = b.emit("mul", [smooth, lit(eps / classes.value)], "smooth_scaled")
     else:
         smooth = b.emit(
             "div", [b.emit("mul", [smooth, lit(eps)], "smooth_scaled"), classes], "smooth_scaled"

@@ -300,7 +300,7 @@ def _welford(cx: GraphLowering, n: TensorOp) -> None:
         lambda b, idx: b.cast(b.load(cx.access(x), idx), DType.F32),
     )
     for r, w in zip(n.results, wide):
-        cx.pointwise(n, r, lambda b, idx, w=w: b.cast(b.load(cx.access(w), idx), dtype))
+        cx.pointwise(n, r, lambda b, idx, w=w: b.cast(b.load(cx.access(w), idx), dtype))  # type: ignore[misc]  # a default-argument capture (python/mypy#15459)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,9 +415,11 @@ def _pad(cx: GraphLowering, n: TensorOp) -> None:
                 conds.append(b.scalar("ge", [pos, Literal(0)]))
             if highs[k] > 0:
                 conds.append(b.scalar("lt", [pos, b.int_operand(x.type.shape[k])]))
-        mask = conds[0] if conds else None
-        for c in conds[1:]:
-            mask = b.scalar("logical_and", [mask, c])
+        mask: BodyValue | None = None
+        if conds:
+            mask = conds[0]
+            for c in conds[1:]:
+                mask = b.scalar("logical_and", [mask, c])
         return b.load(cx.access(x), shifted, mask, value if mask is not None else None)
 
     cx.pointwise(n, n.result, body)

@@ -32,7 +32,7 @@ from typing import Any
 
 import sympy
 from fir.ir.dtypes import DType
-from fir.ir.graph import Graph, Module, Node, TensorOp, Value, unique_name
+from fir.ir.graph import Graph, Module, Node, Operand, TensorOp, Value, unique_name
 from fir.ir.rewrite import substitute_operands
 from fir.ir.symbolic import evaluate, free_symbols, size_symbol
 from fir.ir.types import TensorType
@@ -156,7 +156,7 @@ def _rewrite(
     nodes: list[Node] = []
     name = mm.results[0].name
 
-    def op(kind: str, operands: list[Value], attrs: dict, shape: tuple, hint: str) -> Value:
+    def op(kind: str, operands: list[Operand], attrs: dict, shape: tuple, hint: str) -> Value:
         v = Value(unique_name(hint, taken), TensorType(dtype, shape))
         node = TensorOp([v], attrs, mm.loc, op=kind, operands=operands)
         v.owner = node

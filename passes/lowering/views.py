@@ -236,7 +236,7 @@ def unsqueeze(parent: Access, dim: int) -> Access:
     dim %= rank + 1
     shape = parent.shape[:dim] + (1,) + parent.shape[dim:]
     amap = [(k if k < dim else k + 1, 1, 0) for k in range(rank)]
-    return _affine_view(parent, shape, amap)  # type: ignore[arg-type]
+    return _affine_view(parent, shape, amap)
 
 
 def _is_contiguous(shape: Sequence[Dim], strides: Sequence[Dim]) -> bool:
