@@ -30,17 +30,15 @@ from typing import Any, Protocol, cast
 
 import sympy
 import torch
-from fir.ir.dtypes import DType
 from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
 from fir.ir.externs import (
     ExternCallError,
+    call_arguments,
     call_failed,
-    decode_torch_object,
     kept_results,
     resolve_callee,
     wrong_result,
 )
-from fir.ir.graph import Literal, Value
 from fir.ir.symbolic import evaluate
 from fir.ir.types import TensorType
 
@@ -412,24 +410,7 @@ class _Call:
     def extern(self, k: int, step: ExternStep) -> None:
         node = step.node
         fn = self.p.extern_fns[k]
-
-        def conv(v: Any) -> Any:
-            if isinstance(v, Value):
-                return self.tensor(v.name)
-            if isinstance(v, list):
-                return [conv(x) for x in v]
-            if isinstance(v, DType):
-                return v.to_torch()
-            if isinstance(v, Literal):
-                return v.value
-            if isinstance(v, sympy.Basic):
-                return self.dim(v)
-            if isinstance(v, str):
-                return decode_torch_object(v, node.loc)
-            return v
-
-        args = [conv(a) for a in node.args]
-        kwargs = {key: conv(v) for key, v in node.kwargs.items()}
+        args, kwargs = call_arguments(node, lambda v: self.tensor(v.name), self.dim)
         in_place = self.p.in_place_fns.get(k)
         callee = node.callee
         if in_place is not None and args[0].is_contiguous():  # NCCL takes dense tensors

@@ -180,6 +180,36 @@ def decode_torch_object(text: str, loc: Location | None = None) -> Any:
     return text
 
 
+def call_arguments(
+    node: Any, tensor: Callable[[Any], Any], dim: Callable[[Any], int]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword arguments of extern ``node``'s call, as PyTorch takes them:
+    a value becomes its tensor (``tensor(value)``), a size expression its value (``dim``), a
+    dtype torch's, a literal its number, an encoded object (a device, a layout) the object.
+    The interpreter and the compiled runtime both call this, so an extern sees the same
+    arguments in either."""
+    import sympy
+
+    from .graph import Literal, Value
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, Value):
+            return tensor(v)
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        if isinstance(v, DType):
+            return v.to_torch()
+        if isinstance(v, Literal):
+            return v.value
+        if isinstance(v, sympy.Basic):
+            return dim(v)
+        if isinstance(v, str):
+            return decode_torch_object(v, node.loc)
+        return v
+
+    return [conv(a) for a in node.args], {key: conv(v) for key, v in node.kwargs.items()}
+
+
 def kept_results(node: Any, out: Any, named: bool = True) -> list[Any]:
     """The results of an extern call that ``node`` names, in its results' order: all of them,
     or, where the call also returns values that are not tensors (``None``, sizes: cuDNN

@@ -43,7 +43,7 @@ from .errors import (
     Location,
     format_bytes,
 )
-from .externs import decode_torch_object, kept_results, wrong_result
+from .externs import call_arguments, kept_results, wrong_result
 from .externs import resolve_callee as _resolve_extern
 from .graph import (
     AliasNode,
@@ -661,24 +661,7 @@ class _Run:
 
     def extern(self, node: ExternNode) -> list[torch.Tensor]:
         fn = resolve_callee(node.callee)
-
-        def conv(v: Any) -> Any:
-            if isinstance(v, Value):
-                return self.get(v)
-            if isinstance(v, list):
-                return [conv(x) for x in v]
-            if isinstance(v, DType):
-                return v.to_torch()
-            if isinstance(v, Literal):
-                return v.value
-            if isinstance(v, sympy.Basic):
-                return self.dim(v)
-            if isinstance(v, str):
-                return decode_torch_object(v, node.loc)
-            return v
-
-        args = [conv(a) for a in node.args]
-        kwargs = {k: conv(v) for k, v in node.kwargs.items()}
+        args, kwargs = call_arguments(node, self.get, self.dim)
         try:
             out = fn(*args, **kwargs)
         except (FirError, RuntimeError, IndexError, ValueError, TypeError, OverflowError):
