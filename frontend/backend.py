@@ -446,9 +446,8 @@ def _compile(
     backend = choose_backend(options, where)
     pipeline_name = pipeline_for(options, backend)
     pipeline = parse_pipeline(pipeline_name)
-    fuse_passes = [p for p in pipeline.passes if p.name == "fuse"]
-    for p in fuse_passes:
-        p.collect = enabled("fusion")  # type: ignore[attr-defined]
+    for p in pipeline.passes:
+        p.collect_reports = p.reports_decisions and enabled("fusion")
 
     def after(p: Any, m: Module) -> None:
         # the pipeline's own verification is off so that the stage a pass broke is printed
@@ -467,8 +466,8 @@ def _compile(
         stage[0] = p.name
         module = Pipeline([p]).run(module, verify_each=False, after_pass=after)
     compiled.module = module
-    for p in fuse_passes:
-        for r in getattr(p, "reports", []):
+    for p in pipeline.passes:
+        for r in p.reports:
             log("fusion", f"{name} ({kind}):\n{r.text()}")
     at_tensor_level = any(isinstance(n, TensorOp) for f in compiled.module.funcs for n in f.nodes)
     if backend not in (None, "interp") and at_tensor_level:

@@ -42,6 +42,10 @@ class Pass:
     input_level: ClassVar[str] = "any"
     # Where the pass is named in the pipeline text, for errors (set by parse_pipeline).
     pipeline_loc: Location | None = None
+    # Whether the pass explains its decisions in reports (``fuse``): a caller that sets
+    # ``collect_reports`` finds one per function in ``reports`` after the run (fir-opt
+    # --fusion-report, the frontend's fusion log), without naming the pass.
+    reports_decisions: ClassVar[bool] = False
 
     def __init__(self, **values: Any) -> None:
         for key, opt in self.options.items():
@@ -50,6 +54,8 @@ class Pass:
         if unknown:
             raise TypeError(f"unknown option(s) for pass {self.name}: {sorted(unknown)}")
         self.statistics: dict[str, int] = {}
+        self.collect_reports = False
+        self.reports: list[Any] = []
 
     def apply(self, module: Module) -> Module:
         raise NotImplementedError

@@ -138,11 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.print_ir_after:
             if not registry.is_pass(name):
                 raise FirError(f"--print-ir-after names unknown pass '{name}'")
-        fuse_passes = [p for p in pipeline.passes if p.name == "fuse"]
-        if args.fusion_report and not fuse_passes:
+        reporting = [p for p in pipeline.passes if p.reports_decisions]
+        if args.fusion_report and not reporting:
             raise FirError("--fusion-report needs a 'fuse' pass in the pipeline")
-        for p in fuse_passes:
-            p.collect = bool(args.fusion_report)  # type: ignore[attr-defined]
+        for p in reporting:
+            p.collect_reports = bool(args.fusion_report)
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1
@@ -231,7 +231,7 @@ def write_fusion_files(args: argparse.Namespace, pipeline: Any, modules: list[An
     if args.fusion_report:
         from fir.passes.fusion.report import reports_json
 
-        reports = [r for p in pipeline.passes if p.name == "fuse" for r in p.reports]
+        reports = [r for p in pipeline.passes for r in p.reports]
         jobs.append((args.fusion_report, lambda: reports_json(reports)))
     if args.fusion_dot:
         from fir.ir.graph import Module

@@ -64,6 +64,7 @@ class FusePass(Pass):
     name = "fuse"
     input_level = "loop"
     summary = "group loop nodes into kernels (Inductor's fuse_nodes), explaining every decision"
+    reports_decisions = True
     options = {
         "explain": Option(
             bool,
@@ -98,13 +99,11 @@ class FusePass(Pass):
         for key in ("max-size", "rounds"):
             if values.get(key, 1) < 1:
                 raise OptionError(key, f"option '{key}' of pass 'fuse' must be at least 1")
-        # set by fir-opt --fusion-report: keep the reports even without ``explain``
-        self.collect = False
         self.reports: list[FunctionReport] = []
         self.stream: TextIO | None = None  # where ``explain`` writes (stderr when None)
 
     def apply(self, module: Module) -> Module:
-        keep = self.collect or self.explain  # type: ignore[attr-defined]
+        keep = self.collect_reports or self.explain  # type: ignore[attr-defined]
         for g in module.funcs:
             report = fuse_function(
                 g,
