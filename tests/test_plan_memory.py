@@ -34,7 +34,7 @@ from fir.ir.parser import parse_module
 from fir.ir.printer import attr_value_str, print_module
 from fir.ir.verifier import verify_module
 from fir.passes.analysis.liveness import (
-    PlanError,
+    MemoryPlanError,
     buffer_bytes,
     footprint,
     memory_report,
@@ -530,7 +530,7 @@ def test_checkers_catch_bad_plans(old: str, new: str, message: str) -> None:
     g = parse_module(text).funcs[0]
     problems = plan_problems(g)
     assert any(message in p for p in problems), problems
-    with pytest.raises(PlanError):
+    with pytest.raises(MemoryPlanError):
         footprint(g, "planned")
 
 
@@ -777,7 +777,7 @@ def test_stats_reports_a_bad_plan_as_an_error(
     err = capsys.readouterr().err
     assert "error: memory plan of @f: %c: reuses the storage of %b, which is still live" in err
     assert "Traceback" not in err
-    assert isinstance(PlanError("x"), FirError)
+    assert isinstance(MemoryPlanError("x"), FirError)
 
 
 def test_doc_example_is_real_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,7 +43,7 @@ DEFAULT_DEVICE = "cpu"
 PLAN_KEYS = ("frees", "reuses", "inplace")
 
 
-class PlanError(FirError):
+class MemoryPlanError(FirError):
     """A memory plan in the program's annotations that would clobber or lose a value."""
 
 
@@ -529,7 +529,7 @@ def kernel_inplace_blocker(step: Step, n: Node, v: Value) -> str | None:
 def footprint(g: Graph, policy: str, reads: list[list[Value]] | None = None) -> Footprint:
     """Peak and allocations of ``g`` under ``keep``, ``last-use`` or ``planned``.
 
-    ``planned`` raises :class:`PlanError` when the annotations would clobber or lose a value.
+    ``planned`` raises :class:`MemoryPlanError` when the annotations would clobber or lose a value.
     ``reads``: :func:`node_reads` of ``g`` when the caller has it already.
     """
     if policy not in ("keep", "last-use", "planned"):
@@ -538,7 +538,7 @@ def footprint(g: Graph, policy: str, reads: list[list[Value]] | None = None) -> 
     result = walk.run()
     if walk.problems:
         message, loc = walk.problems[0]
-        raise PlanError(f"memory plan of @{g.name}: {message}", loc)
+        raise MemoryPlanError(f"memory plan of @{g.name}: {message}", loc)
     return result
 
 
@@ -556,12 +556,12 @@ def plan_problems(g: Graph) -> list[str]:
 
 def storage_assignment(g: Graph) -> dict[int, int]:
     """``id(value)`` → storage number under the plan annotations (arguments included); values
-    with the same number share storage. Raises :class:`PlanError` on an unsafe plan."""
+    with the same number share storage. Raises :class:`MemoryPlanError` on an unsafe plan."""
     walk = _Walk(g, "planned")
     walk.run()
     if walk.problems:
         message, loc = walk.problems[0]
-        raise PlanError(f"memory plan of @{g.name}: {message}", loc)
+        raise MemoryPlanError(f"memory plan of @{g.name}: {message}", loc)
     numbers: dict[int, int] = {}
     out: dict[int, int] = {}
     for vid, st in walk.storage_of.items():
@@ -693,7 +693,7 @@ __all__ = [
     "Footprint",
     "MemoryReport",
     "NodePlan",
-    "PlanError",
+    "MemoryPlanError",
     "buffer_bytes",
     "device_of",
     "footprint",

@@ -80,7 +80,7 @@ class PlanMemoryPass(Pass):
             for key, count in counts.items():
                 stats[key] += count
             before += footprint(g, "last-use", reads).peak
-            # also proves the plan safe: PlanError if it would clobber a value
+            # also proves the plan safe: MemoryPlanError if it would clobber a value
             after += footprint(g, "planned", reads).peak
         for key, count in stats.items():
             self.statistics[key] = self.statistics.get(key, 0) + count
