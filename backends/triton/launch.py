@@ -141,11 +141,29 @@ def c_launcher() -> Any | None:
     grid_z, num_warps, shared_bytes, types, arguments, stream)``, one C call that parses the
     arguments by their type letters and calls ``cuLaunchKernel``, raising on an error. The
     generated call (:mod:`fir.backends.call_source`) calls it with each pointer as an int,
-    which it reads without a Python call or a pointer query."""
-    launcher = getattr(torch._C, "_StaticCudaLauncher", None)
-    if launcher is None or not torch.version.cuda:
-        return None
-    return getattr(launcher, "_launch_kernel", None)
+    which it reads without a Python call or a pointer query.
+
+    It is a private API: the first use calls it once with an empty grid, which parses the
+    arguments and launches nothing, so that a torch whose launcher takes other arguments is
+    found out here (the back end then keeps its own ``ctypes`` launch) and not at a call."""
+    global _c_launcher, _c_launcher_checked
+    with _c_launcher_lock:
+        if not _c_launcher_checked:
+            _c_launcher_checked = True
+            holder = getattr(torch._C, "_StaticCudaLauncher", None)
+            launch = getattr(holder, "_launch_kernel", None) if torch.version.cuda else None
+            if launch is not None:
+                try:
+                    launch(0, 0, 1, 1, 1, 0, "l", (0,), 0)
+                    _c_launcher = launch
+                except Exception:  # noqa: BLE001 - another signature: not this launcher
+                    _c_launcher = None
+        return _c_launcher
+
+
+_c_launcher: Any = None
+_c_launcher_checked = False
+_c_launcher_lock = threading.Lock()
 
 
 def _entry_params(ptx: str, name: str) -> int:
