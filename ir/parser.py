@@ -85,6 +85,18 @@ def _symbolic() -> Any:
     return symbolic
 
 
+def _surely_positive(e: Any) -> bool:
+    """Whether ``e`` is positive for all positive sizes. sympy decides some forms only once
+    expanded: the printer writes ``3*s0*(max(2, s0) - 1) + 3*s0`` as
+    ``s0*(3*max(2, s0) - 3) + 3*s0``, which parses back to a sum sympy cannot sign until it is
+    expanded to ``3*s0*max(2, s0)`` (a round trip that hypothesis found failing)."""
+    if e.is_positive is True:
+        return True
+    import sympy
+
+    return sympy.expand(e).is_positive is True
+
+
 def _is_int_expr(x: Any) -> bool:
     """An int or a sympy expression. Asks the type, not the object: sympy computes
     ``free_symbols`` by walking the whole expression each time it is read."""
@@ -1023,7 +1035,7 @@ class _Builder(Transformer):
         for x in (a, b):
             if not _is_int_expr(x):
                 raise self.error(kw, f"{kind} needs integer expressions, got {_describe(x)}")
-        if isinstance(b, int) and b <= 0 or (not isinstance(b, int) and b.is_positive is not True):
+        if isinstance(b, int) and b <= 0 or (not isinstance(b, int) and not _surely_positive(b)):
             raise self.error(kw, f"{kind} needs a positive divisor, got {b}")
         if isinstance(a, int) and isinstance(b, int):
             return a // b if kind == "floordiv" else a % b
