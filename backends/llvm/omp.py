@@ -59,6 +59,22 @@ def gomp_library() -> str | None:
         return None if _gomp is None else str(_gomp._name)
 
 
+def gomp_function(name: str, restype: Any) -> Any:
+    """A function of the process's libgomp (which :func:`gomp_library` found), for ctypes."""
+    f = getattr(_gomp, name)
+    f.restype, f.argtypes = restype, []
+    return f
+
+
+def max_threads() -> int | None:
+    """The runtime's ``omp_get_max_threads()``: the team a ``parallel`` region of the C++
+    back end (and PyTorch's) gets, which follows ``OMP_NUM_THREADS``, ``torch.set_num_threads``
+    and the cores this process may run on; None without a libgomp."""
+    if gomp_library() is None:
+        return None
+    return int(gomp_function("omp_get_max_threads", ctypes.c_int)())
+
+
 def add_driver(m: ir.Module, kernel: ir.Function) -> ir.Function:
     """``<kernel>_omp(i64* ctx, i32 threads)``: the kernel's range split in chunks over an
     OpenMP team (see the module docstring)."""
