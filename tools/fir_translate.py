@@ -1,6 +1,7 @@
 """``fir-translate``: print what a back end would compile for a FIR program.
 
     fir-translate prog.fir -p fusion --target plan   # the kernel plans (all back ends share them)
+                                                     # and each kernel's loop schedule (C++, LLVM)
     fir-translate prog.fir -p fusion --target cpp    # the C++/OpenMP translation unit
     fir-translate prog.fir -p fusion --target triton # the Triton module (CUDA)
     fir-translate prog.fir -p fusion --target llvm [--opt]  # LLVM IR, before or after O3
@@ -44,7 +45,7 @@ def translate(module: object, target: str, opt: bool = False) -> str:
     if target == "call":
         return _calls(plan_module(module))  # type: ignore[arg-type]
     if target == "plan":
-        return "\n".join(p.text() for p in plan_module(module))  # type: ignore[arg-type]
+        return "\n".join(_plan_text(g) for g in module.funcs)  # type: ignore[attr-defined]
     backend = backend_named(target)
     texts = []
     for g in module.funcs:  # type: ignore[attr-defined]
@@ -56,6 +57,23 @@ def translate(module: object, target: str, opt: bool = False) -> str:
             text = str(optimise(text, plan.name)[0])
         texts.append(text)
     return "\n".join(texts)
+
+
+def _plan_text(g: object) -> str:
+    """A function's plan, then each kernel's loop schedule for the scalar loop-nest family:
+    one line per kernel and back end, each scheduled from the plan that back end renders (the
+    LLVM back end keeps no scratch row in a column reduction)."""
+    from fir.backends.plan import plan_program
+    from fir.backends.plan.schedule import CPP, LLVM, schedule
+    from fir.backends.registry import backend_named
+
+    plan = plan_program(g)  # type: ignore[arg-type]
+    llvm = {k.name: k for k in backend_named("llvm").plan(g).kernels()}  # type: ignore[arg-type]
+    lines = []
+    for k in plan.kernels():
+        lines.append(schedule(k, CPP).text())
+        lines.append(schedule(llvm[k.name], LLVM).text())
+    return plan.text() + ("\n" + "\n".join(lines) + "\n" if lines else "")
 
 
 def _calls(plans: list[object]) -> str:

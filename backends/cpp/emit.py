@@ -26,12 +26,12 @@ from fir.backends.plan.instructions import (
     Store,
 )
 from fir.backends.plan.kernel import KernelPlan
+from fir.backends.plan.schedule import CPP, can_fail, int_values, schedule
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 from fir.ir.types import Dim
 
 from .cexpr import c_index
-from .nest import can_fail
 from .ops import (
     ACCUMULATORS,
     CASTS,
@@ -137,8 +137,9 @@ class Emitter:
         self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.tiled)
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
         self._name_everything()
-        self.int_values = {n for n, d in self.dtypes.items() if not d.is_float and not d.is_bool}
+        self.int_values = int_values(plan)  # an integer division by them may fail
         self.fails = any(can_fail(i, self.int_values) for i in plan.instrs)
+        self.schedule = schedule(plan, CPP)  # how the loops run: the renderer decides none of it
 
     def _name_everything(self) -> None:
         add = self.names.add

@@ -1,28 +1,29 @@
-"""How each loop of a kernel is written: threads, vector lanes, interchange, tiles.
+"""How each kind of loop of a kernel is written: threads, vector lanes, interchange, tiles.
 
-* Pointwise loops: all but the innermost are collapsed into one ``omp parallel for`` (with an
+Which kind each loop is (the order of a nest, tiles, column blocks, lanes, split reductions,
+threads) is the schedule's (:mod:`fir.backends.plan.schedule`, the ``CPP`` family); this module
+only writes what it says:
+
+* Pointwise loops: the parallel ones are collapsed into one ``omp parallel for`` (with an
   ``if`` clause, or no pragma at all, so that kernels under ``GRAIN`` element-iterations run on
-  one thread); the innermost is an ``omp simd`` loop when its stores are contiguous, with
-  everything invariant in it hoisted in front. If the plan's innermost loop stores with a
-  stride and another loop is contiguous, that one runs innermost (any order is legal for a
-  pointwise kernel). With the plan's ``tile`` hint the two loops run in square tiles, so that a
-  transposed read and the contiguous write both stay in cache.
-* Row reductions (the reduction loop walks memory in order): every pointwise loop is parallel;
-  the reduction loop runs ``LANES`` elements at a time, each lane with its own accumulator (the
-  array is a vector register to GCC), merged in order after the loop; the remainder goes to the
-  scalar accumulator. Every reduction kind vectorises this way, NaN-propagating max and argmax
+  one thread); the innermost is an ``omp simd`` loop when it vectorises, with everything
+  invariant in it hoisted in front. The loops run in the schedule's order (the body moves with
+  the innermost); a tiled pair runs in square tiles, so that a transposed read and the
+  contiguous write both stay in cache.
+* Row reductions: every pointwise loop is parallel; the reduction loop runs the schedule's
+  lanes of elements at a time, each lane with its own accumulator (the array is a vector
+  register to GCC), merged in order after the loop; the remainder goes to the scalar
+  accumulator. Every reduction kind vectorises this way, NaN-propagating max and argmax
   included (an OpenMP ``reduction`` clause would merge max lanes with a max that drops NaN,
   and has no argmax or Welford); Welford's update divides once per block instead of once per
   element.
-* Column reductions (``x.sum(0)``: loads contiguous along the innermost pointwise loop, strided
-  along the reduction loop): interchanged. The pointwise loop runs in blocks of ``BLOCK``
-  outputs, the reduction loop outside a vectorised loop over the block; accumulators, and values
-  that cross from one phase to the next, live in per-block arrays.
+* Column reductions (``x.sum(0)``): the pointwise loop runs in blocks of ``COLUMN_BLOCK``
+  outputs, the reduction loop outside a vectorised loop over the block; accumulators, and
+  values that cross from one phase to the next, live in per-block arrays.
 * Scratch rows (values a later pass over a row reads again, kept by the plan): arrays on the
-  stack of the thread that runs the row, declared in the pointwise loop; such a kernel runs
-  row by row (never interchanged).
-* Whole-tensor reductions (no pointwise loop): the reduction loop is split among the threads,
-  each with its own accumulators, merged in thread order (the same threads give the same bits).
+  stack of the thread that runs the row, declared in the pointwise loop.
+* Split (whole-tensor) reductions: the reduction loop is cut among the threads, each with its
+  own accumulators, merged in thread order (the same threads give the same bits).
 * f16 in blocks: a vectorised loop (of any kind above but the column blocks) that loads or
   stores f16 contiguously runs in blocks of ``F16_BLOCK``. Each block converts its f16 loads
   into local float arrays with one F16C instruction per array (``fir_load_f16_block``), runs
@@ -38,27 +39,34 @@ never an ``omp simd`` loop, and nothing returns from inside a parallel region.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from fir.backends.plan.instructions import AccInit, Load, Store
 from fir.backends.plan.loop_tree import (
     Item,
     Loop,
     chain,
     column_segments,
-    has_loops,
+    hoist,
+    positive,
     uses,
     walk,
-    walks_columns,
 )
-from fir.ir.types import Dim, dims_mul
+from fir.backends.plan.schedule import (
+    COLUMN_BLOCK,
+    GRAIN,
+    MAX_THREADS,
+    Kind,
+    NestSchedule,
+    can_fail,
+    vectorises,
+)
+from fir.ir.types import Dim
 
 from .emit import Acc, Emitter
-from .nest import can_fail, contiguous, f16_blocks, hoist, positive
+from .nest import f16_blocks
 from .ops import CTYPE
 
-GRAIN = 32768  # element-iterations below which a kernel runs on one thread
-LANES = 16  # accumulators of a vectorised reduction loop (one AVX-512 register of f32)
-BLOCK = 64  # outputs per block of an interchanged (column) reduction
-MAX_THREADS = 64  # per-thread states of a split whole-tensor reduction
 F16_BLOCK = 16  # f16 values converted by one instruction (FIR_F16_BLOCK of the prelude)
 # the comment in front of a loop in f16 blocks
 F16_WHY = (
@@ -70,15 +78,11 @@ F16_WHY = (
 class KernelWriter(Emitter):
     # -- helpers
 
-    def work(self) -> Dim:
-        p = self.plan
-        return dims_mul((p.numel, p.rnumel)) if p.reduction else p.numel
-
     def parallel(self, loops: int, simd: bool = False) -> None:
         """The pragma in front of ``loops`` perfectly nested loops, collapsed into one parallel
-        loop (nothing parallel below the grain)."""
-        work = self.work()
-        if isinstance(work, int) and work < GRAIN:
+        loop (nothing parallel below the grain: the schedule's threads)."""
+        work = self.schedule.work
+        if self.schedule.one_thread():
             if simd:
                 self.emit("#pragma omp simd")
             return
@@ -93,7 +97,7 @@ class KernelWriter(Emitter):
         return any(can_fail(i, self.int_values) for i in walk(items))
 
     def simd_ok(self, items: list[Item], var: str) -> bool:
-        return not self.may_fail(items) and contiguous(items, var)
+        return vectorises(items, var, self.int_values)
 
     def body(self, items: list[Item], exit_: str = "continue;") -> None:
         for it in items:
@@ -113,22 +117,24 @@ class KernelWriter(Emitter):
     # -- the kernel body
 
     def kernel_body(self, items: list[Item]) -> None:
+        nests = iter(self.schedule.nests)
         if items and isinstance(items[0], Loop) and not items[0].reduction:
             for it in items:
                 assert isinstance(it, Loop), "the planner puts everything inside the loops"
-                self.pointwise_nest(it)
+                self.pointwise_nest(it, next(nests))
             return
         self.open()
-        self.phases(items, "goto fir_done;", split=True)
+        self.phases(items, "goto fir_done;", nests)
         self.close()
 
-    def pointwise_nest(self, top: Loop) -> None:
+    def pointwise_nest(self, top: Loop, nest: NestSchedule) -> None:
         loops = chain(top)
         inner = loops[-1]
-        if has_loops(inner.body):  # reduction phases inside
-            if not self.plan.scratch and self.column_reduction(loops):
-                return
-            self.parallel(len(loops))
+        if nest.has(Kind.COLUMNS):
+            self.column_reduction(loops, nest)
+            return
+        if nest.has(Kind.ROWS):  # reduction phases inside
+            self.parallel(nest.parallel())
             for lp in loops:
                 self.for_(lp.var, self.dim(lp.size))
             for sc in self.plan.scratch:  # a row kept between passes, on this thread's stack
@@ -137,30 +143,19 @@ class KernelWriter(Emitter):
             self.phases(inner.body, "continue;")
             self.close(len(loops))
             return
-        loops = self.contiguous_last(loops)
+        loops = in_order(loops, nest.order())
         inner = loops[-1]
-        if self.tiled(loops):
+        if nest.tile() is not None:
+            self.tiled(loops, nest)
             return
         if len(loops) == 1:
             self.vector_loop(inner.var, inner.body, "0", self.dim(inner.size), inner.size, True)
             return
-        self.parallel(len(loops) - 1)
+        self.parallel(nest.parallel())
         for lp in loops[:-1]:
             self.for_(lp.var, self.dim(lp.size))
         self.innermost(inner, "continue;")
         self.close(len(loops) - 1)
-
-    def contiguous_last(self, loops: list[Loop]) -> list[Loop]:
-        """The pointwise loops with one whose stores are contiguous innermost, if the plan's
-        innermost is not (any order is legal for a pointwise kernel); the body moves with it."""
-        body = loops[-1].body
-        if contiguous(body, loops[-1].var):
-            return loops
-        for lp in reversed(loops[:-1]):
-            if contiguous(body, lp.var):
-                others = [Loop(x.var, x.size, False) for x in loops if x is not lp]
-                return others + [Loop(lp.var, lp.size, False, body)]
-        return loops
 
     def innermost(self, lp: Loop, exit_: str) -> None:
         """A loop with no loops inside: invariants first, then the loop, vectorised when it
@@ -271,25 +266,16 @@ class KernelWriter(Emitter):
             self.emit(f"fir_load_f16_block({arr}, {element}, {n});")
             self.f16_in[ld.dst] = arr
 
-    def tiled(self, loops: list[Loop]) -> bool:
-        """Square tiles over the plan's ``tile`` pair (one of them the innermost loop): the pair
-        moves innermost (a pointwise kernel's loops may run in any order); the other loops and
-        the two tile loops are collapsed into the parallel loop."""
-        tile = self.plan.tile
-        b = loops[-1]
-        if tile is None or b.var not in tile:
-            return False
-        other = tile[0] if b.var == tile[1] else tile[1]
-        a = next((lp for lp in loops[:-1] if lp.var == other), None)
-        # 32 x 32 f32 tiles: each row of a tile is two cache lines, so the strided side
-        # reads 128 B per page it visits (16 x 16: 3.8 ms for transpose_add 2896^2 on 2
-        # cores, 32 x 32: 3.0 ms, 64 x 64: 3.6 ms)
-        side = max(32, 128 // min((x.dtype.itemsize for x in self.plan.args), default=4))
-        if a is None or any(isinstance(lp.size, int) and lp.size < 2 * side for lp in (a, b)):
-            return False
+    def tiled(self, loops: list[Loop], nest: NestSchedule) -> None:
+        """The schedule's tile pair in square tiles, the inner one innermost; the other loops
+        and the two tile loops are collapsed into the parallel loop."""
+        tile = nest.tile()
+        assert tile is not None
+        a, b = (next(lp for lp in loops if lp.var == v) for v in tile[:2])
+        side = tile[2]
         others = [lp for lp in loops if lp is not a and lp is not b]
         self.in_tiles = True
-        self.parallel(len(others) + 2)
+        self.parallel(nest.parallel())
         for lp in others:
             self.for_(lp.var, self.dim(lp.size))
         ab, bb = self.block(a.var), self.block(b.var)
@@ -300,14 +286,15 @@ class KernelWriter(Emitter):
         stop = f"fir_imin({bb} + {side}, {self.dim(b.size)})"
         self.vector_loop(b.var, rest, bb, stop, b.size, block=bb + "b")  # side % 16 == 0
         self.close(3 + len(others))
-        return True
 
     # -- row reductions
 
-    def phases(self, items: list[Item], exit_: str, split: bool = False) -> None:
+    def phases(
+        self, items: list[Item], exit_: str, nests: Iterator[NestSchedule] | None = None
+    ) -> None:
         """Once-per-output work and reduction loops, in order: the body of the pointwise
-        loops, or the kernel's (``split``: no pointwise loop, so a reduction loop is split
-        among the threads)."""
+        loops, or the kernel's (``nests``: the schedule of each top-level loop, which may be
+        split among the threads)."""
         pending: list[AccInit] = []
         for it in items:
             if isinstance(it, AccInit):
@@ -316,8 +303,9 @@ class KernelWriter(Emitter):
                 accs = [self.accs[a.acc] for a in pending]
                 for acc in accs:
                     self.declare(acc)
-                if split and accs and not self.may_fail(it.body):
-                    self.split_reduction(it, accs, exit_)
+                nest = next(nests) if nests is not None else None
+                if nest is not None and nest.has(Kind.SPLIT):
+                    self.split_reduction(it, accs)
                 else:
                     self.reduction_loop(it, accs, exit_)
                 pending = []
@@ -345,11 +333,12 @@ class KernelWriter(Emitter):
         self.close(len(loops) - 1)
 
     def lanes(self, lp: Loop, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
-        """The innermost reduction loop, ``LANES`` elements at a time, one state per lane; the
+        """The innermost reduction loop, the schedule's lanes of elements at a time, one state per lane; the
         remainder updates the scalar state, which then merges the lanes in order."""
         rest = self.hoisted(lp, exit_)
         static = isinstance(lp.size, int) and start == "0"
-        if (static and lp.size < LANES) or not self.simd_ok(rest, lp.var):
+        lanes = self.schedule.lanes_for([a.kind for a in accs], lp.size if static else None)
+        if not lanes or not self.simd_ok(rest, lp.var):
             self.for_(lp.var, stop, start=start)
             self.body(rest)
             self.close()
@@ -357,25 +346,25 @@ class KernelWriter(Emitter):
         v, vb, lane = self.names("var", lp.var), self.block(lp.var), "l"
         self.open()
         for acc in accs:
-            self.declare(acc, "_v", str(LANES))
+            self.declare(acc, "_v", str(lanes))
             init = " ".join(
                 f"{n}_v[l] = {x};" for n, x in zip(acc.components().values(), acc.init())
             )
-            self.emit(f"for (int64_t l = 0; l < {LANES}; ++l) {{ {init} }}")
+            self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {{ {init} }}")
         uniform = [a for a in accs if a.spec.uniform is not None]
         for acc in uniform:
             self.emit(f"{acc.types[-1]} {acc.name}_cnt = 0;  // elements in every lane")
         self.emit(f"int64_t {vb} = {start};")
-        self.open(f"for (; {vb} + {LANES} <= {stop}; {vb} += {LANES})")
+        self.open(f"for (; {vb} + {lanes} <= {stop}; {vb} += {lanes})")
         for acc in uniform:
             t = acc.types[-1]
             self.emit(f"{acc.name}_cnt = {acc.name}_cnt + 1;")
             self.emit(f"const {t} {acc.name}_inv = {t}(1) / {acc.name}_cnt;")
             acc.uniform = (f"{acc.name}_cnt", f"{acc.name}_inv")
-        # the f16 loads of a block of lanes convert as one f16 block (LANES == F16_BLOCK)
-        self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var)[0], str(LANES))
+        # the f16 loads of a block of lanes convert as one f16 block (lanes == F16_BLOCK)
+        self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var)[0], str(lanes))
         self.emit("#pragma omp simd")
-        self.for_("", str(LANES), name=lane)
+        self.for_("", str(lanes), name=lane)
         self.emit(f"const int64_t {v} = {vb} + {lane};")
         for acc in accs:
             acc.lanes = lane
@@ -384,25 +373,22 @@ class KernelWriter(Emitter):
             acc.lanes = acc.uniform = None
         self.f16_in.clear()
         self.close(2)
-        if not (static and isinstance(lp.size, int) and lp.size % LANES == 0):
+        if not (static and isinstance(lp.size, int) and lp.size % lanes == 0):
             self.for_(lp.var, stop, start=vb)
             self.body(rest)
             self.close()
         for acc in uniform:
             count = list(acc.components().values())[-1]
-            self.emit(f"for (int64_t l = 0; l < {LANES}; ++l) {count}_v[l] = {acc.name}_cnt;")
+            self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {count}_v[l] = {acc.name}_cnt;")
         for acc in accs:
-            self.emit(f"for (int64_t l = 0; l < {LANES}; ++l) {self.merge(acc, '_v[l]')}")
+            self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {self.merge(acc, '_v[l]')}")
         self.close()
 
-    def split_reduction(self, top: Loop, accs: list[Acc], exit_: str) -> None:
+    def split_reduction(self, top: Loop, accs: list[Acc]) -> None:
         """A reduction of the whole tensor: the outermost reduction loop is cut into one range
         per thread; each thread accumulates into its own state (the same names, shadowing),
         saved per thread and merged in thread order after the region."""
-        work = self.work()
-        if isinstance(work, int) and work < GRAIN:
-            self.reduction_loop(top, accs, exit_)
-            return
+        work = self.schedule.work
         self.open()
         threads = f"fir_imin(omp_get_max_threads(), {MAX_THREADS})"
         if not isinstance(work, int):
@@ -433,34 +419,29 @@ class KernelWriter(Emitter):
 
     # -- column reductions
 
-    def column_reduction(self, loops: list[Loop]) -> bool:
-        """Interchange when the reduction phases walk memory along the innermost pointwise
-        loop: blocks of ``BLOCK`` outputs, the reduction loops outside, the block inside."""
+    def column_reduction(self, loops: list[Loop], nest: NestSchedule) -> None:
+        """Interchanged (the schedule's column blocks): blocks of ``COLUMN_BLOCK`` outputs, the
+        reduction loops outside, the block inside."""
         inner = loops[-1]
-        reductions = [it for it in inner.body if isinstance(it, Loop)]
-        if isinstance(inner.size, int) and inner.size < 8:
-            return False
-        if not walks_columns(inner.var, reductions):
-            return False
-        self.parallel(len(loops))
+        self.parallel(nest.parallel())
         for lp in loops[:-1]:
             self.for_(lp.var, self.dim(lp.size))
         xb = self.block(inner.var)
-        self.for_(inner.var, self.dim(inner.size), step=BLOCK, name=xb)
-        self.emit(f"const int64_t fir_n = fir_imin({BLOCK}, {self.dim(inner.size)} - {xb});")
+        self.for_(inner.var, self.dim(inner.size), step=COLUMN_BLOCK, name=xb)
+        size = self.dim(inner.size)
+        self.emit(f"const int64_t fir_n = fir_imin({COLUMN_BLOCK}, {size} - {xb});")
         self.column_block(inner)
         self.close(len(loops))
-        return True
 
     def column_block(self, inner: Loop) -> None:
         # values made once per output and read in a later segment live in per-block arrays
         segments, made, crossing = column_segments(inner)
         for name in sorted(crossing):
-            self.emit(f"{CTYPE[self.dtypes[name]]} {self.ref(name)}[{BLOCK}];")
+            self.emit(f"{CTYPE[self.dtypes[name]]} {self.ref(name)}[{COLUMN_BLOCK}];")
             self.refs[name] = f"{self.ref(name)}[l]"
         accs = [self.accs[i.acc] for i in walk(inner.body) if isinstance(i, AccInit)]
         for acc in accs:
-            self.declare(acc, "_v", str(BLOCK))
+            self.declare(acc, "_v", str(COLUMN_BLOCK))
             acc.lanes = "l"
         for seg in segments:
             if isinstance(seg[0], Loop):
@@ -494,3 +475,13 @@ class KernelWriter(Emitter):
             else:
                 self.instr(it, "continue;")  # type: ignore[arg-type]
         self.close()
+
+
+def in_order(loops: list[Loop], order: list[str]) -> list[Loop]:
+    """The pointwise loops as the schedule runs them; the innermost holds the body."""
+    by_var = {lp.var: lp for lp in loops}
+    if [lp.var for lp in loops] == order:
+        return loops
+    out = [Loop(v, by_var[v].size, False) for v in order]
+    out[-1].body = loops[-1].body
+    return out

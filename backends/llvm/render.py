@@ -56,7 +56,14 @@ from fir.backends.plan.loop_tree import (
     has_loops,
     loop_tree,
     walk,
-    walks_columns,
+)
+from fir.backends.plan.schedule import (
+    COLUMN_BLOCK,
+    LLVM,
+    Kind,
+    NestSchedule,
+    keeps_scratch_rows,
+    schedule,
 )
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
@@ -64,7 +71,7 @@ from fir.ir.graph import Literal
 from fir.ir.ops import COSTLY_OPS
 from fir.ir.symbolic import FloorDiv, Modulo
 
-from .nest import independent, stores_contiguous
+from .nest import independent
 from .omp import add_driver
 from .vecmath import (
     MATH_F32,
@@ -98,12 +105,6 @@ def reassociate() -> bool:
 INTERLEAVE = int(os.environ.get("FIR_LLVM_INTERLEAVE", "2"))
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
 DIVISION_BY_ZERO = -1
-COLUMN_BLOCK = 64  # outputs accumulated side by side in a column reduction
-# lanes of a row reduction whose accumulator LLVM does not vectorise: each lane's state goes
-# through memory from block to block, so more lanes hide that latency (layer_norm's kernel on
-# one thread: 16 lanes 1.3x the C++ kernel's time, 32 lanes 1.1x, 64 no better)
-ROW_LANES = 32
-LANE_KINDS = ("welford", "argmax", "argmin")
 
 
 class _AccessGroup(ir.values.MDValue):
@@ -152,6 +153,7 @@ class _Kernel:
     ) -> None:
         self.m = module
         self.plan = plan
+        self.schedule = schedule(plan, LLVM)  # how the loops run: the renderer decides none of it
         # the arguments that share storage with another (an in-place result); None: unknown,
         # any two may
         self.aliased = aliased
@@ -273,7 +275,12 @@ class _Kernel:
     # -- instructions
 
     def write(self) -> None:
-        self.items(loop_tree(self.plan.instrs))
+        nests = iter(self.schedule.nests)
+        for it in loop_tree(self.plan.instrs):
+            if isinstance(it, Loop):
+                self.loop(it, next(nests))
+            else:
+                self.items([it])
         self.b.ret(ir.Constant(I64, 0))
 
     def items(self, items: list[Item]) -> None:
@@ -285,17 +292,21 @@ class _Kernel:
 
     # -- loops
 
-    def loop(self, lp: Loop) -> None:
-        """A loop of the plan; the parallel (outermost pointwise) nest may be interchanged,
-        tiled or run as column blocks (any order of a pointwise nest's loops is legal)."""
+    def loop(self, lp: Loop, nest: NestSchedule | None = None) -> None:
+        """A loop of the plan; a top-level pointwise nest (``nest``: its schedule) may run
+        interchanged, tiled or as column blocks."""
         if lp.reduction and self.row_lanes(lp):
             return
-        if lp.parallel and not lp.reduction:
+        if nest is not None and not lp.reduction:
             loops = chain(lp)
-            if has_loops(loops[-1].body):
-                if not self.plan.scratch and self.column_reduction(loops):
-                    return
-            elif self.tiled(loops) or self.interchanged(loops):
+            if nest.has(Kind.COLUMNS):
+                self.column_reduction(loops)
+                return
+            if nest.tile() is not None:
+                self.tiled(loops, nest)
+                return
+            if nest.order() != [x.var for x in loops]:
+                self.interchanged(loops, nest.order())
                 return
         self.plain(lp)
 
@@ -401,39 +412,28 @@ class _Kernel:
             ins.set_metadata("llvm.access.group", group)
         return group
 
-    def interchanged(self, loops: list[Loop]) -> bool:
-        """A pointwise nest whose innermost loop stores with a stride while another loop
-        stores contiguously: that one runs innermost (NCHW batch norm over channels), so the
-        innermost loop streams and vectorises."""
+    def interchanged(self, loops: list[Loop], order: list[str]) -> None:
+        """A pointwise nest in the schedule's order (NCHW batch norm over channels: the loop
+        that stores contiguously innermost), the body inside the innermost."""
         body = loops[-1].body
-        if len(loops) < 2 or stores_contiguous(body, loops[-1].var):
-            return False
-        inner = next((lp for lp in reversed(loops[:-1]) if stores_contiguous(body, lp.var)), None)
-        if inner is None:
-            return False
-        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp is not inner]
+        by_var = {lp.var: lp for lp in loops}
+        inner = by_var[order[-1]]
+        hs = [self.open_loop(v, *self.bounds(by_var[v])) for v in order[:-1]]
         parallel = self.independent(body, inner.var)
         hs.append(self.open_loop(inner.var, *self.bounds(inner), parallel=parallel))
         self.items(body)
         for h in reversed(hs):
             self.close_loop(h)
-        return True
 
-    def tiled(self, loops: list[Loop]) -> bool:
-        """The plan's ``tile`` pair (a transposed read) in square tiles, the loop that stores
-        contiguously innermost: both the strided side and the stores stay in cache. Tiles of
-        128 bytes a side, at least 32 elements: each row of a tile is two cache lines of f32."""
-        if self.plan.tile is None:
-            return False
-        pair = [lp for lp in loops if lp.var in self.plan.tile]
-        if len(pair) != 2:
-            return False
+    def tiled(self, loops: list[Loop], nest: NestSchedule) -> None:
+        """The schedule's tile pair (a transposed read) in square tiles, the inner one (it
+        stores contiguously) innermost: both the strided side and the stores stay in cache."""
+        tile = nest.tile()
+        assert tile is not None
+        a, b = (next(lp for lp in loops if lp.var == v) for v in tile[:2])
+        side = tile[2]
         body = loops[-1].body
-        a, b = pair if stores_contiguous(body, pair[1].var) else pair[::-1]
-        side = max(32, 128 // min((x.dtype.itemsize for x in self.plan.args), default=4))
-        if any(isinstance(lp.size, int) and lp.size < 2 * side for lp in pair):
-            return False
-        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp not in pair]
+        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp.var not in tile[:2]]
         (alo, ahi), (blo, bhi) = self.bounds(a), self.bounds(b)
         hs.append(self.open_loop(a.var + ".t", alo, ahi, side))
         hs.append(self.open_loop(b.var + ".t", blo, bhi, side))
@@ -451,24 +451,15 @@ class _Kernel:
         self.items(body)
         for h in reversed(hs):
             self.close_loop(h)
-        return True
 
-    def column_reduction(self, loops: list[Loop]) -> bool:
-        """A reduction whose loads are contiguous along the innermost pointwise loop and
-        strided along the reduction loop (``x.sum(0)``): that loop runs in blocks of
-        ``COLUMN_BLOCK`` outputs; for each block the reduction loops run outside a loop over the
-        block's outputs, each with its accumulators in a stack array, so the inner loop reads
-        memory in order and vectorises (no loop-carried dependency). Values made once per
-        output and read by a later pass cross in per-block arrays too."""
+    def column_reduction(self, loops: list[Loop]) -> None:
+        """The schedule's column blocks (``x.sum(0)``): the innermost pointwise loop runs in
+        blocks of ``COLUMN_BLOCK`` outputs; for each block the reduction loops run outside a
+        loop over the block's outputs, each with its accumulators in a stack array, so the
+        inner loop reads memory in order and vectorises (no loop-carried dependency). Values
+        made once per output and read by a later pass cross in per-block arrays too."""
         inner = loops[-1]
-        reductions = [it for it in inner.body if isinstance(it, Loop)]
-        if isinstance(inner.size, int) and inner.size < 8:
-            return False
-        if not walks_columns(inner.var, reductions):
-            return False
         segments, _, crossing = column_segments(inner)
-        if any(isinstance(i, CheckIndex) and i.symbol in crossing for i in walk(inner.body)):
-            return False
         hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops[:-1]]
         lo, hi = self.bounds(inner)
         hs.append(self.open_loop(inner.var + ".c", lo, hi, COLUMN_BLOCK))
@@ -492,7 +483,6 @@ class _Kernel:
         for h in reversed(hs):
             self.close_loop(h)
         self.lane_accs.clear()
-        return True
 
     def lane_loop(
         self,
@@ -979,28 +969,29 @@ class _Kernel:
 
     def row_lanes(self, lp: Loop) -> bool:
         """An innermost reduction loop with an accumulator LLVM cannot vectorise as a reduction
-        (Welford's divides by the running count, argmax carries an index): ``ROW_LANES``
-        elements at a time, each lane with its own state in a stack array, so the loop over
+        (Welford's divides by the running count, argmax carries an index): the schedule's lanes
+        of elements at a time, each lane with its own state in a stack array, so the loop over
         the lanes has no loop-carried dependency and vectorises; the remainder updates the
         scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
         accs = sorted({i.acc for i in lp.body if isinstance(i, Accumulate)})
-        if has_loops(lp.body) or not any(self.accs[a][0] in LANE_KINDS for a in accs):
+        lanes_n = self.schedule.lanes_for([self.accs[a][0] for a in accs], lp.size)
+        if has_loops(lp.body) or not accs or not lanes_n:
             return False
         b = self.b
-        zero, width = ir.Constant(I32, 0), ir.Constant(I64, ROW_LANES)
+        zero, width = ir.Constant(I32, 0), ir.Constant(I64, lanes_n)
         scalar = {a: self.accs[a] for a in accs}
         arrays: dict[str, list[Any]] = {}
         for a in accs:
             arrays[a] = []
             for c in self.acc_init[a]:
-                arr = self.alloca_b.alloca(ir.ArrayType(c.type, ROW_LANES))
-                for k in range(ROW_LANES):
+                arr = self.alloca_b.alloca(ir.ArrayType(c.type, lanes_n))
+                for k in range(lanes_n):
                     b.store(c, b.gep(arr, [zero, ir.Constant(I32, k)]))
                 arrays[a].append(arr)
         size = self.index(lp.size)
-        # blocks while vb + ROW_LANES <= size, then the remainder from where they stopped
-        last = b.sub(size, ir.Constant(I64, ROW_LANES - 1))
-        blocks = self.open_loop(lp.var + ".v", ir.Constant(I64, 0), last, ROW_LANES)
+        # blocks while vb + lanes_n <= size, then the remainder from where they stopped
+        last = b.sub(size, ir.Constant(I64, lanes_n - 1))
+        blocks = self.open_loop(lp.var + ".v", ir.Constant(I64, 0), last, lanes_n)
         vb = self.syms[lp.var + ".v"]
         # every lane has seen the same number of elements: Welford's count, and the reciprocal
         # its update multiplies by, once per block instead of a division per element
@@ -1031,7 +1022,7 @@ class _Kernel:
             kind, dtype, slots = scalar[a]
             lanes_ = [
                 [b.load(b.gep(arr, [zero, ir.Constant(I32, k)])) for arr in arrays[a]]
-                for k in range(ROW_LANES)
+                for k in range(lanes_n)
             ]
             while len(lanes_) > 1:
                 lanes_ = [
@@ -1118,17 +1109,9 @@ def _constant_table(ptr: Any) -> bool:
     )
 
 
-def scratch_rows(plan: KernelPlan) -> bool:
-    """Whether the planner may keep scratch rows for this kernel (asked with its plan without
-    them): not for a column reduction, which accumulates a block of outputs side by side and
-    keeps no row."""
-    for top in loop_tree(plan.instrs):
-        if isinstance(top, Loop) and top.parallel and not top.reduction:
-            inner = chain(top)[-1]
-            reductions = [it for it in inner.body if isinstance(it, Loop)]
-            if reductions and walks_columns(inner.var, reductions):
-                return False
-    return True
+# which kernels may keep scratch rows (the registry's planning rule for this back end): the
+# schedule's, as every column reduction here runs as column blocks, which keep no row
+scratch_rows = keeps_scratch_rows
 
 
 def _dtype_of(ty: ir.Type, fallback: DType) -> DType:

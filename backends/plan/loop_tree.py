@@ -120,6 +120,32 @@ def uses(i: Instr) -> set[str]:
     return out
 
 
+def positive(size: Dim) -> bool:
+    """Whether a loop of ``size`` surely runs at least once."""
+    if isinstance(size, int):
+        return size > 0
+    return bool(sympy.sympify(size).is_positive)
+
+
+def hoist(items: list[Item], var: str, per_lane: set[str]) -> tuple[list[Instr], list[Item]]:
+    """Split the body of loop ``var`` into what does not depend on ``var`` (run once before the
+    loop) and the rest. ``per_lane``: values that already vary with ``var``. Stores,
+    accumulations and nested loops stay."""
+    varying = set(per_lane) | {var}
+    out: list[Instr] = []
+    rest: list[Item] = []
+    for it in items:
+        if isinstance(it, (Load, Compute, Constant, IndexValue, CheckIndex)) and not (
+            uses(it) & varying
+        ):
+            out.append(it)
+            continue
+        rest.append(it)
+        if not isinstance(it, Loop):
+            varying |= set(defines(it))
+    return out, rest
+
+
 def step(index: Any, var: str) -> Any:
     """How far ``index`` moves when loop ``var`` moves by one (0: not at all; None: not
     affine in it)."""

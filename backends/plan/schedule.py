@@ -1,0 +1,424 @@
+"""The loop schedule of the scalar loop-nest family (the C++ and LLVM back ends), decided once.
+
+A kernel plan says *what* each loop computes; its schedule says *how* the loops run: in which
+order (a pointwise nest's loops may be interchanged), which loops the threads share, which loop
+is vectorised, which pair runs in square tiles, whether a reduction runs as column blocks, in
+lanes, or split among the threads. Both renderers read a :class:`KernelSchedule` and decide
+none of this themselves; ``fir-translate --target plan`` prints it (:meth:`KernelSchedule.text`),
+so lit tests pin it.
+
+The two renderers differ in what they can render, not in the rules: :class:`Family` holds what
+each declares (how the threads take the parallel loops, the lanes of a row reduction, whether it
+can split a whole-tensor reduction). Where their rules used to differ, the C++ back end's is the
+one kept (see :func:`vectorises`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from fir.ir.dtypes import DType
+from fir.ir.graph import Literal
+from fir.ir.types import Dim, dim_str, dims_mul
+
+from .instructions import (
+    AccInit,
+    AccResult,
+    CheckIndex,
+    Compute,
+    Constant,
+    IndexValue,
+    Instr,
+    Load,
+    Store,
+)
+from .kernel import KernelPlan
+from .loop_tree import (
+    Item,
+    Loop,
+    chain,
+    column_segments,
+    has_loops,
+    hoist,
+    loop_tree,
+    positive,
+    step,
+    walk,
+    walks_columns,
+)
+
+GRAIN = 32768  # element-iterations below which a kernel runs on one thread
+COLUMN_BLOCK = 64  # outputs accumulated side by side in a column reduction
+COLUMN_MIN = 8  # a pointwise loop shorter than this is no column worth blocking
+# a tile's side in bytes: each row of a 32 x 32 f32 tile is two cache lines, so the strided
+# side reads 128 B per page it visits (C++ transpose_add 2896^2 on 2 cores: 16 x 16 3.8 ms,
+# 32 x 32 3.0 ms, 64 x 64 3.6 ms)
+TILE_BYTES = 128
+TILE_MIN = 32  # elements a side, at least
+MAX_THREADS = 64  # per-thread states of a split whole-tensor reduction
+DIVIDES = ("floordiv", "mod")  # integer ops that fail on a zero divisor
+
+
+class Kind(Enum):
+    """How one loop runs."""
+
+    SERIAL = "serial"
+    VECTOR = "vector"  # the innermost pointwise loop, vectorised
+    TILED = "tiled"  # one of a pair run in square tiles of ``block`` elements a side
+    COLUMNS = "column-reduction"  # blocks of ``block`` outputs, the reduction loops inside
+    ROWS = "row-reduction"  # a reduction loop along memory, ``block`` lanes (0: none)
+    SPLIT = "split-reduction"  # a whole-tensor reduction cut into one range per thread
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a renderer of the scalar family declares it renders.
+
+    ``collapse``: the threads share every parallel loop, collapsed into one (OpenMP's
+    ``collapse``); otherwise only the plan's outermost loop, whose range the runtime splits.
+    ``lanes``: states per lane block of a row reduction, for the accumulator kinds
+    ``lane_kinds`` (None: every kind; the others are left to the target's vectoriser).
+    ``split``: a whole-tensor reduction may be split among the threads.
+    ``crossing_checks``: a column reduction may carry a checked index from one pass to
+    the next in a block array. ``vectors``: the renderer vectorises the loops the schedule
+    says (C++'s ``omp simd``); otherwise the target's vectoriser decides alone."""
+
+    name: str
+    collapse: bool
+    lanes: int
+    lane_kinds: frozenset[str] | None
+    split: bool
+    crossing_checks: bool
+    vectors: bool
+
+
+# 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes)
+CPP = Family(
+    "cpp",
+    collapse=True,
+    lanes=16,
+    lane_kinds=None,
+    split=True,
+    crossing_checks=True,
+    vectors=True,
+)
+# 32 lanes, for the kinds LLVM cannot vectorise as reductions (sums, products, max and min
+# are its own); each lane's state goes through a stack array from block to block, so more
+# lanes hide that latency (layer_norm on one thread: 16 lanes 1.3x the C++ kernel's time, 32
+# lanes 1.1x, 64 no better)
+LLVM = Family(
+    "llvm",
+    collapse=False,
+    lanes=32,
+    lane_kinds=frozenset({"welford", "argmax", "argmin"}),
+    split=False,
+    crossing_checks=False,
+    vectors=False,
+)
+
+
+@dataclass(frozen=True)
+class ScheduledLoop:
+    """One loop as it runs: ``parallel``, the threads share it; ``block``, the tile's side
+    or the column block (a row reduction's lanes are its family's)."""
+
+    var: str
+    kind: Kind
+    parallel: bool = False
+    block: int = 0
+
+    def text(self) -> str:
+        out = self.var + (" parallel" if self.parallel else "")
+        if self.kind is not Kind.SERIAL or not self.parallel:
+            out += " " + self.kind.value
+        return out + (f" {self.block}" if self.block else "")
+
+
+@dataclass(frozen=True)
+class NestSchedule:
+    """A top-level loop nest of the kernel: its loops in the order they run, outermost first
+    (for a nest with reduction phases, the pointwise loops and then one entry for the
+    reduction loops)."""
+
+    loops: tuple[ScheduledLoop, ...]
+
+    def has(self, kind: Kind) -> bool:
+        return any(lp.kind is kind for lp in self.loops)
+
+    def order(self) -> list[str]:
+        """The pointwise loops' variables in the order they run."""
+        return [lp.var for lp in self.loops if lp.kind not in (Kind.ROWS, Kind.SPLIT)]
+
+    def parallel(self) -> int:
+        """How many loops the threads share (collapsed into one)."""
+        return sum(lp.parallel for lp in self.loops)
+
+    def tile(self) -> tuple[str, str, int] | None:
+        """The tiled pair (outer, inner) and the tile's side."""
+        pair = [lp for lp in self.loops if lp.kind is Kind.TILED]
+        return (pair[0].var, pair[1].var, pair[0].block) if pair else None
+
+
+@dataclass(frozen=True)
+class KernelSchedule:
+    """Every decision about how a kernel's loops run, for one renderer family."""
+
+    kernel: str
+    family: Family
+    work: Dim  # element-iterations of the kernel
+    nests: tuple[NestSchedule, ...]  # one per top-level loop of the plan, in order
+
+    def one_thread(self) -> bool:
+        """Below the grain the kernel runs on one thread."""
+        return isinstance(self.work, int) and self.work < GRAIN
+
+    def threads_text(self) -> str:
+        if self.one_thread():
+            return f"threads 1 (work {self.work} < {GRAIN})"
+        if isinstance(self.work, int):
+            return "threads all"
+        return f"threads if {dim_str(self.work)} >= {GRAIN}"
+
+    def lanes_for(self, kinds: Iterable[str], size: Dim | None) -> int:
+        """The lanes of a row-reduction loop over ``size`` elements (None: a range not known
+        here, a thread's part of a split loop) updating accumulators of ``kinds``; 0: the
+        loop runs one element at a time (a known row shorter than the lanes never fills a
+        block)."""
+        want = self.family.lane_kinds
+        if want is not None and not any(k in want for k in kinds):
+            return 0
+        if isinstance(size, int) and size < self.family.lanes:
+            return 0
+        return self.family.lanes
+
+    def text(self) -> str:
+        """One line per kernel: ``schedule KERNEL [FAMILY]: THREADS; NEST; NEST…``, each nest
+        its loops as they run, outermost first."""
+        parts = [self.threads_text()]
+        parts += [", ".join(self._loop_text(lp) for lp in n.loops) for n in self.nests]
+        return f"schedule {self.kernel} [{self.family.name}]: " + "; ".join(parts)
+
+    def _loop_text(self, lp: ScheduledLoop) -> str:
+        if lp.kind not in (Kind.ROWS, Kind.SPLIT):
+            return lp.text()
+        lanes = f" lanes {self.family.lanes}"
+        if self.family.lane_kinds is not None:
+            lanes += " for " + "/".join(sorted(self.family.lane_kinds))
+        return lp.text() + lanes
+
+
+# -- the rules
+
+
+def int_values(plan: KernelPlan) -> set[str]:
+    """The plan's values of integer dtypes (an integer division by them may fail)."""
+    out: set[str] = set()
+    for i in plan.instrs:
+        if isinstance(i, (Load, Compute, Constant, IndexValue)):
+            pairs = [(i.dst, i.dtype)]
+        elif isinstance(i, CheckIndex):
+            pairs = [(i.symbol, DType.I64)]
+        elif isinstance(i, AccResult):
+            pairs = list(zip(i.dsts, i.dtypes))
+        else:
+            continue
+        out |= {n for n, d in pairs if not d.is_float and not d.is_bool}
+    return out
+
+
+def can_fail(i: Instr, int_operands: set[str]) -> bool:
+    """An index check, or an integer division whose divisor may be zero: such a loop leaves
+    an iteration early, so it is never vectorised nor split among threads."""
+    if isinstance(i, CheckIndex):
+        return True
+    if isinstance(i, Compute) and i.op in DIVIDES:
+        a, b = i.args[0], i.args[1]
+        integer = (isinstance(a, str) and a in int_operands) or (
+            isinstance(b, str) and b in int_operands
+        )
+        return integer and not (isinstance(b, Literal) and b.value not in (0, None, False))
+    return False
+
+
+def contiguous(items: list[Item], var: str) -> bool:
+    """Whether loop ``var`` over ``items`` walks memory in order: every store steps by one
+    element, and no more loads are strided than step by one (a transposed read is a gather,
+    which pays while the stores stream).
+
+    The one rule for both renderers, for the innermost loop and for vectorising it. The LLVM
+    back end used to look at the stores only; counting the loads too keeps a nest whose
+    contiguous-store loop would read mostly strided memory in the plan's order (the C++ rule,
+    measured there), and a transposed copy gets the plan's ``tile`` hint anyway."""
+    unit = strided = 0
+    for i in walk(items):
+        if isinstance(i, Store) and step(i.index, var) != 1:
+            return False
+        if isinstance(i, Load):
+            s = step(i.index, var)
+            if s == 1:
+                unit += 1
+            elif s != 0:
+                strided += 1
+    return strided <= unit
+
+
+def vectorises(items: list[Item], var: str, int_operands: set[str]) -> bool:
+    """Whether loop ``var`` over ``items`` (invariants hoisted) is vectorised: it cannot
+    leave an iteration early and it walks memory in order (:func:`contiguous`)."""
+    fails = any(can_fail(i, int_operands) for i in walk(items))
+    return not fails and contiguous(items, var)
+
+
+def innermost_rest(lp: Loop) -> list[Item]:
+    """What the innermost loop ``lp`` runs once its invariants are hoisted (only from a loop
+    that runs at least once: a check must not fire for an empty loop)."""
+    return hoist(lp.body, lp.var, set())[1] if positive(lp.size) else lp.body
+
+
+def contiguous_last(loops: list[Loop]) -> list[Loop]:
+    """The pointwise loops with one whose memory is walked in order innermost, if the plan's
+    innermost is not (any order is legal for a pointwise kernel); the body moves with it."""
+    body = loops[-1].body
+    if contiguous(body, loops[-1].var):
+        return loops
+    for lp in reversed(loops[:-1]):
+        if contiguous(body, lp.var):
+            others = [Loop(x.var, x.size, False, parallel=x.parallel) for x in loops if x is not lp]
+            return others + [Loop(lp.var, lp.size, False, body, lp.parallel)]
+    return loops
+
+
+def tile_side(plan: KernelPlan) -> int:
+    """A tile's side: ``TILE_BYTES`` of the narrowest argument, at least ``TILE_MIN``."""
+    return max(TILE_MIN, TILE_BYTES // min((x.dtype.itemsize for x in plan.args), default=4))
+
+
+def tile_pair(plan: KernelPlan, loops: list[Loop]) -> tuple[Loop, Loop] | None:
+    """The plan's ``tile`` pair (a transposed read), outer and inner, where the innermost
+    loop is one of them and both are at least two tiles long."""
+    tile, b = plan.tile, loops[-1]
+    if tile is None or b.var not in tile:
+        return None
+    other = tile[0] if b.var == tile[1] else tile[1]
+    a = next((lp for lp in loops[:-1] if lp.var == other), None)
+    side = tile_side(plan)
+    if a is None or any(isinstance(lp.size, int) and lp.size < 2 * side for lp in (a, b)):
+        return None
+    return a, b
+
+
+def column_reduction(plan: KernelPlan, loops: list[Loop], family: Family) -> bool:
+    """Whether a nest with reduction phases runs as column blocks: its reductions read memory
+    in order along the innermost pointwise loop (``x.sum(0)``), which is long enough, and no
+    scratch row is kept (a row is per output, a block has many)."""
+    inner = loops[-1]
+    reductions = [it for it in inner.body if isinstance(it, Loop)]
+    if plan.scratch or (isinstance(inner.size, int) and inner.size < COLUMN_MIN):
+        return False
+    if not walks_columns(inner.var, reductions):
+        return False
+    if family.crossing_checks:
+        return True
+    crossing = column_segments(inner)[2]
+    return not any(isinstance(i, CheckIndex) and i.symbol in crossing for i in walk(inner.body))
+
+
+def keeps_scratch_rows(plan: KernelPlan) -> bool:
+    """Whether the planner may keep scratch rows for a kernel (asked with its plan without
+    them), for a renderer that runs every column reduction as column blocks, which keep no
+    row."""
+    for top in loop_tree(plan.instrs):
+        if isinstance(top, Loop) and top.parallel and not top.reduction:
+            inner = chain(top)[-1]
+            reductions = [it for it in inner.body if isinstance(it, Loop)]
+            if reductions and walks_columns(inner.var, reductions):
+                return False
+    return True
+
+
+# -- one kernel
+
+
+def _work(plan: KernelPlan) -> Dim:
+    return dims_mul((plan.numel, plan.rnumel)) if plan.reduction else plan.numel
+
+
+def _shared(family: Family, loop: Loop, collapsed: bool) -> bool:
+    """Whether the threads share ``loop``: for a family that collapses, as the caller says;
+    otherwise the plan's outermost loop only, wherever it runs (the runtime splits its
+    range)."""
+    return collapsed if family.collapse else loop.parallel
+
+
+def _rows_nest(plan: KernelPlan, loops: list[Loop], family: Family) -> NestSchedule:
+    """A nest with reduction phases: every pointwise loop parallel, the reduction loops in
+    lanes; or column blocks (:func:`column_reduction`)."""
+    inner = loops[-1]
+    columns = column_reduction(plan, loops, family)
+    out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in loops]
+    if columns:
+        out[-1] = ScheduledLoop(inner.var, Kind.COLUMNS, out[-1].parallel, COLUMN_BLOCK)
+        return NestSchedule(tuple(out))
+    var = next(it.var for it in inner.body if isinstance(it, Loop))
+    return NestSchedule((*out, ScheduledLoop(var, Kind.ROWS)))
+
+
+def _pointwise_nest(
+    plan: KernelPlan, loops: list[Loop], family: Family, ints: set[str]
+) -> NestSchedule:
+    """A nest with no reduction: a loop walking memory in order innermost, vectorised; the
+    plan's tile pair in square tiles; the outer loops parallel."""
+    loops = contiguous_last(loops)
+    pair = tile_pair(plan, loops)
+    if pair is not None:
+        side = tile_side(plan)
+        others = [lp for lp in loops if all(lp is not x for x in pair)]
+        out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in others]
+        out += [ScheduledLoop(x.var, Kind.TILED, _shared(family, x, True), side) for x in pair]
+        return NestSchedule(tuple(out))
+    inner = loops[-1]
+    vector = family.vectors and vectorises(innermost_rest(inner), inner.var, ints)
+    kind = Kind.VECTOR if vector else Kind.SERIAL
+    out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in loops[:-1]]
+    out.append(ScheduledLoop(inner.var, kind, _shared(family, inner, len(loops) == 1)))
+    return NestSchedule(tuple(out))
+
+
+def _whole_reductions(
+    plan: KernelPlan, items: list[Item], family: Family, ints: set[str]
+) -> list[NestSchedule]:
+    """The top-level reduction loops of a kernel with no pointwise loop: each split among the
+    threads when it updates accumulators, cannot fail, and the kernel has enough work."""
+    out: list[NestSchedule] = []
+    pending = False
+    work = _work(plan)
+    enough = not (isinstance(work, int) and work < GRAIN)
+    for it in items:
+        if isinstance(it, Loop):
+            fails = any(can_fail(i, ints) for i in walk(it.body))
+            split = family.split and pending and not fails and enough
+            kind = Kind.SPLIT if split else Kind.ROWS
+            out.append(NestSchedule((ScheduledLoop(it.var, kind, split),)))
+        # the accumulators a loop updates are those initialised right before it
+        pending = isinstance(it, AccInit)
+    return out
+
+
+def schedule(plan: KernelPlan, family: Family) -> KernelSchedule:
+    """The schedule of ``plan``'s loops for a renderer of ``family``."""
+    items = loop_tree(plan.instrs)
+    ints = int_values(plan)
+    nests: list[NestSchedule] = []
+    if items and isinstance(items[0], Loop) and not items[0].reduction:
+        for top in items:
+            assert isinstance(top, Loop), "the planner puts everything inside the loops"
+            loops = chain(top)
+            if has_loops(loops[-1].body):
+                nests.append(_rows_nest(plan, loops, family))
+            else:
+                nests.append(_pointwise_nest(plan, loops, family, ints))
+    else:
+        nests = _whole_reductions(plan, items, family, ints)
+    return KernelSchedule(plan.name, family, _work(plan), tuple(nests))
