@@ -58,7 +58,6 @@ from fir.backends.plan.schedule import (
     MAX_THREADS,
     Kind,
     NestSchedule,
-    can_fail,
     vectorises,
 )
 from fir.ir.types import Dim
@@ -92,9 +91,6 @@ class KernelWriter(Emitter):
         if not isinstance(work, int):
             clause += f" if({self.dim(work)} >= {GRAIN})"
         self.emit("#pragma " + clause)
-
-    def may_fail(self, items: list[Item]) -> bool:
-        return any(can_fail(i, self.int_values) for i in walk(items))
 
     def simd_ok(self, items: list[Item], var: str) -> bool:
         return vectorises(items, var, self.int_values)

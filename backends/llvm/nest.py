@@ -1,7 +1,6 @@
-"""The plan's flat instruction list as a loop tree, and the facts that choose how the llvm
-renderer writes a loop nest: which loop the stores walk contiguously (it goes innermost), and
-whether a reduction walks memory along its outputs (``x.sum(0)``: then a block of outputs is
-accumulated side by side, the reduction loop outside)."""
+"""Whether the iterations of an innermost loop touch memory independently, so that the llvm
+renderer may tell LLVM's vectoriser so (``llvm.loop.parallel_accesses``). How the loops run
+(order, tiles, column blocks, lanes) is the schedule's (:mod:`fir.backends.plan.schedule`)."""
 
 from __future__ import annotations
 
@@ -10,12 +9,6 @@ from typing import Any
 import sympy
 from fir.backends.plan.instructions import CheckIndex, Compute, Load, Store
 from fir.backends.plan.loop_tree import Item, step, walk
-
-
-def stores_contiguous(items: list[Item], var: str) -> bool:
-    """Every store under ``items`` steps by one element along ``var`` (and there is one)."""
-    stores = [i for i in walk(items) if isinstance(i, Store)]
-    return bool(stores) and all(step(s.index, var) == 1 for s in stores)
 
 
 def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> bool:

@@ -7,13 +7,14 @@ counter in a stack slot (``alloca`` in the entry block, which ``mem2reg`` turns 
 accumulators likewise; LLVM's loop vectoriser then widens the innermost loops (a pointwise loop
 of f32 becomes ``<8 x float>`` on AVX2, ``<16 x float>`` where it prefers 512-bit vectors).
 
-The plan's loop nest is written as it is, except where another order of the same iterations
-reads memory better (any order of a pointwise nest is legal; a reduction's own order is kept
-per accumulator, or changed within rounding where said):
+The loops run as the schedule says (:mod:`fir.backends.plan.schedule`, the ``LLVM`` family;
+this module decides none of it): the plan's nest, except where another order of the same
+iterations reads memory better (any order of a pointwise nest is legal; a reduction's own order
+is kept per accumulator, or changed within rounding where said):
 
-* a pointwise nest whose innermost loop stores with a stride runs the contiguous loop innermost;
-* the plan's ``tile`` pair (a transposed read) runs in square tiles;
-* a column reduction (``x.sum(0)``) runs in blocks of outputs, the reduction loop outside a loop
+* a pointwise nest in the schedule's order (a loop that walks memory in order innermost);
+* the schedule's tile pair (a transposed read) in square tiles;
+* a column reduction (``x.sum(0)``) in blocks of outputs, the reduction loop outside a loop
   over the block, accumulators in block arrays (:meth:`_Kernel.column_reduction`);
 * a float sum or product reassociates (``reassoc nsz``, ``FIR_LLVM_REASSOC``) and max/min are
   ``llvm.maximum``/``llvm.minimum``, so row reductions vectorise; Welford and argmax, which LLVM
