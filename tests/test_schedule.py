@@ -138,3 +138,28 @@ def test_llvm_plans_with_the_schedules_scratch_rule() -> None:
     from fir.backends.llvm import render
 
     assert render.scratch_rows is keeps_scratch_rows
+
+
+def transposed_add(rows: int, cols: int) -> str:
+    strided = f"strided [1, {rows}]"
+    return (
+        f"func @f(%c: f32[{rows}, {cols}] {strided}, %d: f32[{rows}, {cols}] {strided})"
+        f" -> (f32[{rows}, {cols}]) {{\n  %y = add %c, %d : f32[{rows}, {cols}]\n  return %y\n}}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "interchanged"),
+    [(48, 4096, True), (40, 1024, True), (4096, 48, False), (1024, 40, False)],
+)
+def test_untiled_transpose_keeps_the_narrower_stride(
+    rows: int, cols: int, interchanged: bool
+) -> None:
+    """Too small to tile (a side under 64): the loads walk one loop in order, the store the
+    other; the order whose strided accesses have the smaller stride runs (stores in order
+    when the store stride is the wider)."""
+    (plan,) = kernels(transposed_add(rows, cols))
+    for family in (CPP, LLVM):
+        (nest,) = schedule(plan, family).nests
+        plan_order = [lp.var for lp in nest.loops]
+        assert (plan_order != ["x0", "x1"]) == interchanged
