@@ -130,7 +130,7 @@ def _check(got: Any, want: Any) -> None:
 
 
 def measure(name: str, repeat: int) -> dict[str, Any]:
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
     from torch._inductor import metrics
 
     fn, make = programs()[name]

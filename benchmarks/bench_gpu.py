@@ -304,7 +304,7 @@ def _check(name: str, got: Any, want: Any) -> None:
 def _fir_graphs(start: int) -> tuple[int, bool]:
     """FIR's kernels over the graphs compiled since ``start``, and whether every one of them
     runs FIR's code (a graph without a program runs with PyTorch, a fallback, not FIR)."""
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
     from fir.ir.kernels import kernel_count
 
     new = COMPILED[start:]
@@ -315,7 +315,7 @@ def _fir_graphs(start: int) -> tuple[int, bool]:
 def _compiled_pair(fn: Callable[..., Any], args: list[torch.Tensor]) -> tuple[Any, Any, int, int]:
     """Inductor's and FIR's compilations of ``fn``, called once each (which compiles them):
     (inductor, fir, Inductor's kernel count, index of FIR's first graph in COMPILED)."""
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
     from torch._inductor import metrics
 
     # a fresh Dynamo and zeroed metrics, so that the count is this program's kernels only

@@ -312,7 +312,7 @@ def dynamic(
 ) -> DynamicRow:
     """One ``dynamic=True`` compile for every length, against a static FIR compile per length."""
     import torch
-    from fir.frontend import backend as fir_backend
+    from fir.frontend import dynamo as fir_backend
 
     dtype = torch.bfloat16 if bench.device == "cuda" else torch.float32
     model, vocab = _model(name, bench.device, dtype, smoke)

@@ -294,7 +294,7 @@ def compile_counted(
     the graphs its backend received."""
     seen = {"graphs": 0}
     if backend == "fir":
-        from fir.frontend.backend import fir_backend
+        from fir.frontend.dynamo import fir_backend
 
         options = {"pipeline": pipeline} if pipeline else None
 
@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> None:
         want = reference(x)
         rows: dict[str, dict[str, Any]] = {}
         runners: dict[str, Any] = {"eager": block}
-        from fir.frontend.backend import COMPILED, FALLBACKS
+        from fir.frontend.dynamo import COMPILED, FALLBACKS
         from fir.frontend.explain import wait_placement
 
         fir_graph = None

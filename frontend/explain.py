@@ -5,7 +5,7 @@ Two runs of ``fn``:
 1. ``torch._dynamo.explain`` captures it and reports the graphs and the graph breaks (with
    their reasons and where in the user's code they happen);
 2. ``torch.compile(fn, backend="fir")`` compiles and runs it, and the import reports of the
-   graphs compiled during that call (:data:`fir.frontend.backend.COMPILED`) say which aten ops
+   graphs compiled during that call (:data:`fir.frontend.dynamo.COMPILED`) say which aten ops
    became FIR ops and which fell back to PyTorch. A graph FIR could not import at all runs with
    PyTorch; its reason is listed too.
 
@@ -42,7 +42,7 @@ class Explanation:
 
     graph_count: int
     graph_breaks: list[GraphBreak]
-    compiled_graphs: list[str]  # names of the graphs FIR compiled (fir.frontend.backend.COMPILED)
+    compiled_graphs: list[str]  # names of the graphs FIR compiled (fir.frontend.dynamo.COMPILED)
     imported: Counter[str] = field(default_factory=Counter)  # aten op → count, mapped to FIR
     fallbacks: Counter[str] = field(default_factory=Counter)  # aten op → count, run by PyTorch
     fallback_reasons: dict[str, str] = field(default_factory=dict)
@@ -124,7 +124,7 @@ def explain_call(
     import torch
     import torch._dynamo
 
-    from . import backend as fir_backend
+    from . import dynamo as fir_backend
 
     kwargs = kwargs or {}
     # unless told otherwise, the back end's own pipeline (down to fused kernels): what runs

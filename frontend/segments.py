@@ -12,7 +12,7 @@ run. Such a graph is cut at those ops:
   ``torch._check``), evaluated on ints, so a violated one raises eager's ``RuntimeError``;
 * the *segments*: the rest of the graph, cut into as few parts as the host steps' order
   allows; each is an FX graph of its own that FIR imports, transforms and compiles (a
-  :class:`~fir.frontend.backend.CompiledGraph`). A data-dependent size a segment uses is a
+  :class:`~fir.frontend.dynamo.CompiledGraph`). A data-dependent size a segment uses is a
   size of it like any other: bound from the shape of a tensor it takes (``i64[u0, 1]``, the
   result of ``nonzero``), or a size parameter (``sizes (u0)``) passed the int that the host
   step computed.

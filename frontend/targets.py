@@ -275,7 +275,7 @@ def _raised_inside_fir_importer(e: BaseException) -> bool:
     frames = traceback.extract_tb(e.__traceback__)
     for frame in frames:
         path = Path(frame.filename).resolve()
-        if path.name in ("backend.py", "targets.py"):
+        if path.name in ("dynamo.py", "targets.py"):
             continue  # the callers of torch.export: the export runs below them
         if any(path.is_relative_to(d) for d in ours):
             return True
@@ -308,7 +308,7 @@ def _has_symbolic_sizes(graph: Any) -> bool:
 
 def import_target(args: argparse.Namespace) -> tuple[str, Any, Any, list[Any], list[Any], Any]:
     """Everything but the output: returns (text, module, report, lifted, inputs, callable)."""
-    from fir.frontend.backend import export_and_import
+    from fir.frontend.dynamo import export_and_import
     from fir.ir.errors import FirError
     from fir.ir.parser import parse_module
     from fir.ir.printer import print_module

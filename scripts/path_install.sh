@@ -10,6 +10,6 @@ mkdir -p "$dest/fir" "$dest/fir-0.1.0.dist-info"
 cp "$root/fir/__init__.py" "$dest/fir/__init__.py"
 for d in ir passes frontend backends tools; do ln -sfn "$root/$d" "$dest/fir/$d"; done
 printf 'Metadata-Version: 2.1\nName: fir\nVersion: 0.1.0\n' > "$dest/fir-0.1.0.dist-info/METADATA"
-printf '[torch_dynamo_backends]\nfir = fir.frontend.backend:fir_backend\n' \
+printf '[torch_dynamo_backends]\nfir = fir.frontend.dynamo:fir_backend\n' \
   > "$dest/fir-0.1.0.dist-info/entry_points.txt"
 echo "$dest"

@@ -20,7 +20,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 
 BACKENDS = ["cpp", "llvm"]
 

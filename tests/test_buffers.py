@@ -7,8 +7,8 @@ import gc
 
 import pytest
 import torch
-from fir.backends import buffers
-from fir.backends.buffers import LARGE_BUFFER, POOL, allocate
+from fir.backends.runtime import buffers
+from fir.backends.runtime.buffers import LARGE_BUFFER, POOL, allocate
 
 ELEMENTS = LARGE_BUFFER // 4  # f32: the smallest buffer that takes the mapped path
 
@@ -102,7 +102,7 @@ def test_views_take_the_fast_maker_when_first_imported_while_torch_compile_trace
         "import torch\n"
         "from torch._subclasses.fake_tensor import FakeTensorMode\n"
         "with FakeTensorMode():\n"
-        "    import fir.backends.layouts as layouts\n"
+        "    import fir.backends.runtime.layouts as layouts\n"
         "print(getattr(layouts.view, '__name__', ''))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -24,7 +24,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from fir.frontend import backend as fir_backend
+from fir.frontend import dynamo as fir_backend
 from fir.frontend.fx_import import import_graph_module
 from fir.ir.graph import ExternNode, LoopNode, Module
 from fir.ir.interpreter import run_graph

@@ -1,4 +1,4 @@
-"""The bookkeeping of :class:`fir.backends.graphs.CudaGraphProgram` on any machine: which
+"""The bookkeeping of :class:`fir.backends.runtime.cuda_graphs.CudaGraphProgram` on any machine: which
 inputs are read in place and which are copied, that a held result is never overwritten, that
 moved inputs cause a new capture. CUDA's graph API is replaced by a stand-in whose replay runs
 the program on the captured inputs and writes the captured outputs in place (what a real replay
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 from fir.backends.compile import compile_function
-from fir.backends.graphs import CudaGraphProgram
+from fir.backends.runtime.cuda_graphs import CudaGraphProgram
 from fir.ir.parser import parse_module
 from fir.passes.pipeline import parse_pipeline
 

@@ -30,8 +30,8 @@ def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _graph_programs(before: int) -> list[Any]:
-    from fir.backends.graphs import CudaGraphProgram
-    from fir.frontend import backend as fir_backend
+    from fir.backends.runtime.cuda_graphs import CudaGraphProgram
+    from fir.frontend import dynamo as fir_backend
 
     progs = [g.program for g in fir_backend.COMPILED[before:]]
     assert progs and all(isinstance(p, CudaGraphProgram) for p in progs)
@@ -43,7 +43,7 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> None:
 
 
 def test_results_match_eager_and_parameters_are_read_in_place() -> None:
-    from fir.frontend import backend as fir_backend
+    from fir.frontend import dynamo as fir_backend
 
     m = _model()
     f = _compile(m)
@@ -65,7 +65,7 @@ def test_results_match_eager_and_parameters_are_read_in_place() -> None:
 
 
 def test_a_result_the_caller_holds_is_not_overwritten() -> None:
-    from fir.frontend import backend as fir_backend
+    from fir.frontend import dynamo as fir_backend
 
     m = _model()
     f = _compile(m)
@@ -96,7 +96,7 @@ def test_a_result_the_caller_holds_is_not_overwritten() -> None:
 
 
 def test_a_training_step_replays_forward_and_backward() -> None:
-    from fir.frontend import backend as fir_backend
+    from fir.frontend import dynamo as fir_backend
 
     m = _model()
     ref = _model()

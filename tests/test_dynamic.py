@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from fir.frontend.backend import COMPILED  # noqa: E402
+from fir.frontend.dynamo import COMPILED  # noqa: E402
 from fir.ir.symbolic import FloorDiv, Modulo, simplify_index, size_symbol  # noqa: E402
 
 LENGTHS = (5, 9, 17, 33)

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 from fir.frontend.fx_import import ImportReport, import_graph_module  # noqa: E402
 from fir.ir.graph import ExternNode  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 from fir.ir.errors import FirError  # noqa: E402
 from fir.ir.graph import Module  # noqa: E402
 from fir.passes import registry  # noqa: E402

@@ -121,7 +121,7 @@ def test_mutating_custom_op_list_argument(mutating_ops, backend):
 
 def test_mutating_custom_op_is_one_extern_call(mutating_ops):
     """The import: copies of the base, one call of the op marked ``mutates``, no fallback."""
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
     from fir.ir.graph import ExternNode
 
     def f(x):
@@ -209,7 +209,7 @@ def test_rounded_int_arithmetic_as_a_size():
     def f(x, i):
         return x[: round(i / 2 + 1)] + round(i / 2)
 
-    from fir.frontend.backend import FALLBACKS
+    from fir.frontend.dynamo import FALLBACKS
 
     before = len(FALLBACKS)
     c = torch.compile(f, backend="fir", dynamic=True, fullgraph=True)

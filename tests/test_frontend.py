@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402
 from fir.ir.parser import parse_module  # noqa: E402
 from fir.ir.printer import print_module  # noqa: E402
@@ -153,7 +153,7 @@ def test_option_backend_interp() -> None:
 
 
 def test_option_backend_llvm() -> None:
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
 
     x, w = torch.randn(4, 8), torch.randn(8)
     torch.testing.assert_close(compile_fir(_small, backend="llvm")(x, w), _small(x, w))
@@ -636,7 +636,7 @@ def test_compiled_kernels_raise_what_eager_raises() -> None:
 
 def test_tensors_on_a_device_fir_has_no_back_end_for_run_with_pytorch() -> None:
     # FIR compiles the graph (its kernels are reported) and PyTorch runs it, with a warning
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
 
     COMPILED.clear()
     x = torch.ones(4, 8, device="meta")
@@ -655,7 +655,7 @@ def test_a_graph_with_symbolic_sizes_compiles_once_and_runs_for_every_size() -> 
     # torch.compile(dynamic=True) importing SymInt inputs is issue 14; a graph exported with a
     # dynamic batch is symbolic FIR today, and one C++ build runs it for every batch size
     from fir.backends.compile import compile_function
-    from fir.frontend.backend import export_and_import
+    from fir.frontend.dynamo import export_and_import
     from fir.passes.pipeline import parse_pipeline
 
     def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -328,7 +328,7 @@ def test_group_norm_with_zero_groups(tmp_path: Path) -> None:
 )
 def test_compile_option_types(options: object, says: str) -> None:
     pytest.importorskip("torch")
-    from fir.frontend.backend import CompileOptions
+    from fir.frontend.dynamo import CompileOptions
     from fir.ir.errors import FirError
 
     with pytest.raises(FirError, match=re.escape(says)):
@@ -337,7 +337,7 @@ def test_compile_option_types(options: object, says: str) -> None:
 
 def test_dump_dir_that_is_a_file(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from fir.frontend.backend import CompileOptions
+    from fir.frontend.dynamo import CompileOptions
     from fir.ir.errors import FirError
 
     a_file = tmp_path / "a_file"
@@ -354,7 +354,7 @@ def test_dump_dir_that_is_a_file(tmp_path: Path) -> None:
 
 def test_dump_dir_unwritable(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from fir.frontend.backend import CompileOptions
+    from fir.frontend.dynamo import CompileOptions
     from fir.ir.errors import FirError
 
     locked = tmp_path / "locked"

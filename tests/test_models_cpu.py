@@ -26,7 +26,7 @@ def test_small_model_compiles_once_and_matches_eager(name: str) -> None:
     pytest.importorskip("transformers")
     import hf_models
     import torch._dynamo
-    from fir.frontend import backend as fir_backend
+    from fir.frontend import dynamo as fir_backend
 
     torch._dynamo.reset()
     model, vocab = hf_models.build(name, small=True)

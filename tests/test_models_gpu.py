@@ -28,7 +28,7 @@ def test_dynamic_shapes_compile_once_and_match_eager(name: str) -> None:
     pytest.importorskip("transformers")
     import hf_models
     import torch._dynamo
-    from fir.frontend import backend as fir_backend
+    from fir.frontend import dynamo as fir_backend
 
     torch._dynamo.reset()
     model, vocab = hf_models.build(name)

@@ -299,7 +299,7 @@ class SampleResult:
 
 def run_sample(op: Any, sample: Any, tol: dict[str, float]) -> SampleResult:
     import torch._dynamo
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
     from torch._dynamo.utils import counters
 
     args = (sample.input, *sample.args)
@@ -568,7 +568,7 @@ def write_docs(
 def run_suite(ops: list[Any], progress: bool = False) -> list[Outcome]:
     import logging
 
-    import fir.frontend.backend  # noqa: F401  (the fir backend and COMPILED)
+    import fir.frontend.dynamo  # noqa: F401  (the fir backend and COMPILED)
     import torch._dynamo
 
     config = torch._dynamo.config
@@ -671,7 +671,7 @@ def _extra_cases() -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(_extra_cases()))
 def test_composite_converter(case: str) -> None:
     import torch._dynamo
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
 
     fn = _extra_cases()[case]
     torch.manual_seed(0)

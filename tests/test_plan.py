@@ -427,7 +427,7 @@ def test_a_symbolic_program_takes_a_generated_call_for_each_binding_it_has_seen(
     at those sizes) and resolves a generated call for them; later calls at those sizes take it
     (the general path's per-call work made a symbolic GPT-2 2-3x slower than the static one).
     A binding whose accesses leave their buffers still raises on the shortcut."""
-    import fir.backends.runtime as runtime
+    import fir.backends.runtime.program as runtime
 
     text = """func @f(%x: f32[s0, s1], %w: f32[s1, 6], %i: i64[s0, s1]) -> (f32[s0, 6], f32[s0, s1]) {
   %m = extern "aten.mm.default"(%x, %w) : f32[s0, 6]
@@ -528,7 +528,7 @@ def test_the_generated_call_allocates_gpu_memory_straight_from_torch() -> None:
     """On a GPU the caching allocator recycles memory: the generated call asks torch directly,
     through the allocation without argument parsing that Inductor's wrapper calls (CPU buffers
     go through ``buffers.allocate``'s pool of large mappings)."""
-    from fir.backends.call_source import call_source
+    from fir.backends.runtime.call_source import call_source
 
     prog = compile_plan(parse_pipeline("fusion").run(parse_module(SOFTMAX)))
     fast = prog.fast
@@ -545,8 +545,8 @@ def test_a_program_for_one_gpu_checks_its_inputs_are_there() -> None:
     current) allocates there and takes inputs only from there: the generated call tests
     ``get_device()`` (as cheap as ``is_cuda``) and hands anything else to the general path,
     which says where the input is. Fake CUDA tensors stand in for real ones: no GPU here."""
-    from fir.backends.call_source import call_source
     from fir.backends.runtime import CompiledProgram
+    from fir.backends.runtime.call_source import call_source
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     plan = compile_plan(parse_pipeline("fusion").run(parse_module(SOFTMAX))).plan
@@ -573,7 +573,7 @@ def test_a_program_for_one_gpu_checks_its_inputs_are_there() -> None:
 
 
 def test_the_frontend_places_a_graph_on_its_tensors_gpu() -> None:
-    from fir.frontend.backend import _placement
+    from fir.frontend.dynamo import _placement
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     # Fake CUDA tensors on a GPU machine touch the real device: name the last one there

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from fir.backends.compile import compile_function  # noqa: E402
 from fir.backends.registry import BACKENDS, NAMES, backend_named  # noqa: E402
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 from fir.ir.errors import FirError  # noqa: E402
 from fir.ir.parser import parse_module  # noqa: E402
 from fir.passes.pipeline import parse_pipeline  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional

@@ -432,7 +432,7 @@ func @f(%a: i32[64], %b: i32[64]) -> (i32[64]) {
 
 
 def test_torch_compile_runs_triton_kernels() -> None:
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
 
     start = len(COMPILED)
     f = torch.compile(
@@ -530,7 +530,7 @@ def test_autotune_picks_a_candidate_and_caches_it(monkeypatch: pytest.MonkeyPatc
 
 
 def test_torch_compile_takes_the_autotune_option() -> None:
-    from fir.frontend.backend import CompileOptions
+    from fir.frontend.dynamo import CompileOptions
 
     assert CompileOptions.from_dict({"autotune": True}).autotune
 
@@ -566,7 +566,7 @@ def test_the_generated_call_launches_kernels_itself_where_the_kernels_allow() ->
     # the generated call launches a kernel through a C launcher with the buffers' addresses
     # (a fake launcher here, recording), and takes the kernels' own call where an address
     # is not 16-byte aligned (the kernel was compiled for aligned ones)
-    from fir.backends.call_source import DirectLaunch, call_source
+    from fir.backends.runtime.call_source import DirectLaunch, call_source
 
     text = "func @f(%x: f32[1000]) -> (f32[1000]) {\n  %y = exp %x : f32[1000]\n"
     text += "  return %y\n}\n"

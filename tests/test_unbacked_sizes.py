@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fir.frontend import backend as fir_backend  # noqa: E402
+from fir.frontend import dynamo as fir_backend  # noqa: E402
 
 NEVER = {"fallback": "never"}
 CAPTURE = {"capture_scalar_outputs": True, "capture_dynamic_output_shape_ops": True}

@@ -152,7 +152,7 @@ func @f(%x: f32[8, 4]) -> (f32[4, 8]) {
 
 
 def _compiled(fn, *args):  # type: ignore[no-untyped-def]
-    from fir.frontend.backend import COMPILED
+    from fir.frontend.dynamo import COMPILED
 
     import fir
 

@@ -79,8 +79,8 @@ def _plan_text(g: object) -> str:
 def _calls(plans: list[object]) -> str:
     """Each program's generated call (the runtime's fast path), with its constants; kernels
     are not compiled for this, so the call is shown, not run."""
-    from fir.backends.call_source import describe_constants
     from fir.backends.runtime import CompiledProgram
+    from fir.backends.runtime.call_source import describe_constants
     from fir.ir.errors import FirError
 
     class _NotCompiled:

@@ -40,7 +40,7 @@ from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.program import shared_storage
 from fir.ir.errors import FirError
 
-from ..call_source import DirectLaunch
+from ..runtime.call_source import DirectLaunch
 from .helpers import FIR_LAUNCH
 from .launch import CubinKernel, c_launcher
 from .render import HEADER, Config, jit_name, launcher, render_kernel, render_program
@@ -205,7 +205,7 @@ class TritonKernels:
     def names(self) -> list[str]:
         return list(self.launchers)
 
-    # -- launches the generated call makes itself (:mod:`fir.backends.call_source`)
+    # -- launches the generated call makes itself (:mod:`fir.backends.runtime.call_source`)
 
     def direct_launch(self, name: str, sizes: Sequence[int]) -> DirectLaunch | None:
         """How the generated call launches kernel ``name`` at ``sizes`` without this

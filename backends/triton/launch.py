@@ -140,7 +140,7 @@ def c_launcher() -> Any | None:
     through; torch 2.8 and later, CUDA builds), or None: ``launch(function, grid_x, grid_y,
     grid_z, num_warps, shared_bytes, types, arguments, stream)``, one C call that parses the
     arguments by their type letters and calls ``cuLaunchKernel``, raising on an error. The
-    generated call (:mod:`fir.backends.call_source`) calls it with each pointer as an int,
+    generated call (:mod:`fir.backends.runtime.call_source`) calls it with each pointer as an int,
     which it reads without a Python call or a pointer query.
 
     It is a private API: the first use calls it once with an empty grid, which parses the

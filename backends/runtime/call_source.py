@@ -1,6 +1,6 @@
 """A program's call as Python source: what Inductor's generated ``call`` is to its kernels.
 
-The fast path's plan (:class:`~fir.backends.fast_call.FastPlan`) says, per step, which storages
+The fast path's plan (:class:`~fir.backends.runtime.fast_call.FastPlan`) says, per step, which storages
 to allocate, which kernel or PyTorch op to call on which buffers, and where each result goes. A
 loop over those tuples pays, at every call, for unpacking them, for a dictionary of storages
 and for the tests of what is already known (whether a storage is allocated yet, whether a

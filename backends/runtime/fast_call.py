@@ -28,9 +28,9 @@ from fir.ir.dtypes import DType
 from fir.ir.externs import decode_torch_object
 from fir.ir.graph import Literal, Value
 
+from ..plan import AliasStep, ExternStep, KernelStep
 from .call_source import ExternCall, KernelCall, Ref, Release, ResultSpec, Step, call_source
 from .layouts import storage_dtype
-from .plan import AliasStep, ExternStep, KernelStep
 
 # the program (:class:`~fir.backends.runtime.CompiledProgram`, which calls this module)
 CompiledProgram = Any

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from fir.ir.errors import FirError
 
-from .plan import ProgramPlan
+from ..plan import ProgramPlan
 
 
 def _as_strided(

@@ -42,11 +42,11 @@ from fir.ir.externs import (
 from fir.ir.symbolic import evaluate
 from fir.ir.types import TensorType
 
+from ..plan import DIVISION_BY_ZERO, Buffer, ExternStep, KernelStep, ProgramPlan
+from ..plan.index_text import IndexSyntax, print_index
 from .buffers import allocate
 from .fast_call import build_fast_plan, build_specialization, call_fast
 from .layouts import flat_view, same_layout, scatter, storage_dtype, view
-from .plan import DIVISION_BY_ZERO, Buffer, ExternStep, KernelStep, ProgramPlan
-from .plan.index_text import IndexSyntax, print_index
 
 
 class RuntimeInputError(FirError, TypeError):
