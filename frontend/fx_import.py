@@ -34,7 +34,7 @@ from fir.ir.graph import ExternNode, Graph, Literal, Module, TensorOp, Value
 from fir.ir.ops import OPS
 from fir.ir.types import TensorType
 from fir.ir.verifier import layout_overlaps
-from fir.passes.lowering.views import is_writable
+from fir.passes.lowering.view_indexing import is_writable
 
 from .aten import CONVERTERS
 from .aten.collectives import TOKEN_TYPE, effect_extern

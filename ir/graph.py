@@ -7,7 +7,7 @@
 
 One graph may hold both levels while a pass moves ops from one to the other. Fields that later
 passes fill in (loop orders, memory plans) live in each node's ``attrs``; the dependencies
-computed by the ``deps`` pass live in ``Node.deps`` (see :mod:`fir.ir.deps`); fusion groups
+computed by the ``deps`` pass live in ``Node.deps`` (see :mod:`fir.ir.dependencies`); fusion groups
 (:class:`Kernel`) live in ``Graph.kernels``.
 """
 
@@ -25,7 +25,7 @@ from .types import Dim, TensorType
 if TYPE_CHECKING:
     import sympy
 
-    from .deps import NodeDeps
+    from .dependencies import NodeDeps
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ._lark import (
     UnexpectedInput,
     UnexpectedToken,
 )
-from .deps import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
+from .dependencies import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from .dtypes import DType, parse_dtype
 from .errors import FirError, Location, ParseError
 from .fast_parse import parse_canonical

@@ -149,7 +149,7 @@ def print_deps(n: Node, out: list[str], indent: str) -> None:
     """``deps { … }`` after the node's last line, one dependency per line."""
     if n.deps is None:
         return
-    from .deps import deps_lines
+    from .dependencies import deps_lines
 
     out[-1] += " deps {"
     inner = indent + INDENT

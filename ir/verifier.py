@@ -10,7 +10,7 @@ import math
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
-from .deps import MemoryDep
+from .dependencies import MemoryDep
 from .dtypes import DType
 from .errors import Location, VerifyError
 from .externs import callee_problem, torch_object_problem

@@ -19,7 +19,7 @@ import os
 import pytest
 import strategies as S
 import torch
-from fir.ir.deps import MemoryDep, NodeDeps, StarDep, WeakDep
+from fir.ir.dependencies import MemoryDep, NodeDeps, StarDep, WeakDep
 from fir.ir.errors import FirError, InterpreterError
 from fir.ir.graph import Graph, LoopNode, Module
 from fir.ir.interpreter import run_graph

@@ -33,7 +33,7 @@ from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
 from fir.passes.analysis.liveness import plan_problems
 from fir.passes.fusion.fuse import check_kernels, fuse_function
-from fir.passes.fusion.graph import FusionGraph
+from fir.passes.fusion.fusion_graph import FusionGraph
 from fir.passes.fusion.report import module_dot, reports_json
 from fir.passes.pipeline import parse_pipeline
 from hypothesis import HealthCheck, given, settings

@@ -24,8 +24,8 @@ from fir.ir.ops import OPS  # noqa: E402
 from fir.ir.parser import parse_file, parse_module  # noqa: E402
 from fir.ir.printer import print_module  # noqa: E402
 from fir.ir.verifier import verify_module  # noqa: E402
-from fir.passes.lowering import views  # noqa: E402
-from fir.passes.lowering.externs import EXTERNS  # noqa: E402
+from fir.passes.lowering import view_indexing as views  # noqa: E402
+from fir.passes.lowering.library_calls import EXTERNS  # noqa: E402
 from fir.passes.lowering.lower import LowerPass  # noqa: E402
 from fir.passes.lowering.lowerings import LOWERINGS  # noqa: E402
 
@@ -334,7 +334,7 @@ def test_extern_fallbacks(name: str) -> None:
 
 
 def test_unknown_op_becomes_a_named_extern() -> None:
-    from fir.passes.lowering.externs import extern_call
+    from fir.passes.lowering.library_calls import extern_call
 
     n = parse_module(
         "func @f(%x: f32[4]) -> (f32[4]) {\n  %y = gelu %x : f32[4]\n  return %y\n}\n"

@@ -427,7 +427,7 @@ def test_a_symbolic_program_takes_a_generated_call_for_each_binding_it_has_seen(
     at those sizes) and resolves a generated call for them; later calls at those sizes take it
     (the general path's per-call work made a symbolic GPT-2 2-3x slower than the static one).
     A binding whose accesses leave their buffers still raises on the shortcut."""
-    import fir.backends.runtime.program as runtime
+    import fir.backends.runtime.compiled_program as runtime
 
     text = """func @f(%x: f32[s0, s1], %w: f32[s1, 6], %i: i64[s0, s1]) -> (f32[s0, 6], f32[s0, s1]) {
   %m = extern "aten.mm.default"(%x, %w) : f32[s0, 6]

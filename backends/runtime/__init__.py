@@ -10,6 +10,12 @@
 The back ends' own parts (``cpp``, ``llvm``, ``triton``) build kernels; this package calls them.
 """
 
-from .program import CompiledProgram, Kernels, RuntimeInputError, element_count, size_function
+from .compiled_program import (
+    CompiledProgram,
+    Kernels,
+    RuntimeInputError,
+    element_count,
+    size_function,
+)
 
 __all__ = ["CompiledProgram", "Kernels", "RuntimeInputError", "element_count", "size_function"]

@@ -1,6 +1,6 @@
 """``deps``: record what every node reads and writes, its users and (optionally) its ancestors.
 
-For each node (see :mod:`fir.ir.deps` for the data model):
+For each node (see :mod:`fir.ir.dependencies` for the data model):
 
 * a loop node reads a :class:`MemoryDep` per distinct load (buffer and index, the index renamed
   to the canonical variables ``c0, c1, …`` over the node's whole iteration space) and a
@@ -33,7 +33,7 @@ from functools import lru_cache
 from itertools import compress
 from typing import Any
 
-from fir.ir.deps import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
+from fir.ir.dependencies import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.externs import mutated_arguments

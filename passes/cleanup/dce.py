@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fir.ir.deps import WeakDep
+from fir.ir.dependencies import WeakDep
 from fir.ir.errors import FirError
 from fir.ir.graph import Graph, Module, Node, Value
 from fir.ir.rewrite import is_pure, prune_kernels

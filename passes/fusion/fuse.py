@@ -53,7 +53,7 @@ from fir.ir.graph import (
 from ..analysis.deps import refresh_recorded_deps, topological_order
 from ..analysis.liveness import PLAN_KEYS
 from ..base import Option, OptionError, Pass, paused_gc
-from .graph import FusionGraph, FusionNode
+from .fusion_graph import FusionGraph, FusionNode
 from .report import Candidate, FunctionReport, Round, Summary
 from .rules import FusionRules, PeakProfile, Rejection, RuleOptions
 

@@ -30,7 +30,7 @@ from fir.ir.graph import Loop, LoopNode, LoopSchedule
 from fir.ir.types import Dim, dims_mul
 
 from ..analysis.deps import _write_access
-from .graph import hint
+from .fusion_graph import hint
 
 
 @dataclass

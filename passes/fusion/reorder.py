@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fir.ir.deps import NodeDeps
+from fir.ir.dependencies import NodeDeps
 from fir.ir.graph import Graph, Kernel, LoopNode, Module, Node
 
 from ..analysis.deps import canonical_prefix, local_deps
@@ -98,7 +98,7 @@ def kernel_problem(
     the kernel is fine."""
     from fir.ir.kernels import kernel_space
 
-    from .graph import fusable_read
+    from .fusion_graph import fusable_read
 
     info, _, why = kernel_space(k)
     if info is None:

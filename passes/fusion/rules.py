@@ -42,10 +42,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fir.ir.deps import dep_str
+from fir.ir.dependencies import dep_str
 from fir.ir.kernels import SpaceInfo
 
-from .graph import FusionGraph, FusionNode, fusable_read, join
+from .fusion_graph import FusionGraph, FusionNode, fusable_read, join
 
 REASON_TITLES = {
     "same-node": "same node",

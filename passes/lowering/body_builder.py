@@ -18,7 +18,7 @@ from fir.ir.ops import BINARY_LOGICAL, COMPARE, UNARY_TO_BOOL_FLOAT
 from fir.ir.symbolic import index_var, indirect_symbol
 from fir.ir.types import Dim
 
-from .views import Access, Index, is_one
+from .view_indexing import Access, Index, is_one
 
 _BOOL_RESULT = frozenset(COMPARE + BINARY_LOGICAL + UNARY_TO_BOOL_FLOAT + ["logical_not"])
 

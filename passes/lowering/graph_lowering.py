@@ -26,8 +26,8 @@ from fir.ir.types import Dim, Layout, TensorType
 
 from ..analysis.deps import storage_bases
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
-from .externs import extern_call
-from .views import Access, Index, buffer_access, is_writable, is_zero, same_layout
+from .library_calls import extern_call
+from .view_indexing import Access, Index, buffer_access, is_writable, is_zero, same_layout
 
 BodyFn = Callable[[BodyBuilder, tuple[Index, ...]], BodyOperand]
 Lowering = Callable[["GraphLowering", TensorOp], None]

@@ -3,14 +3,14 @@
 Every tensor-level op becomes a :class:`~fir.ir.graph.LoopNode` (``pointwise`` or ``reduction``)
 that keeps the op's name, or an :class:`~fir.ir.graph.ExternNode` calling a library op (matmul,
 composites ``decompose`` left whole). Views make no node: each value has an
-:class:`~fir.passes.lowering.views.Access` (where its elements live in the storage of a realized
+:class:`~fir.passes.lowering.view_indexing.Access` (where its elements live in the storage of a realized
 buffer), and a view's access is its operand's composed with the view's index map, so readers of
 a view load the underlying buffer directly. A view that must exist as a tensor (a graph output,
 an argument of an extern call, a buffer a pre-existing loop node loads) is materialised by a
 pointwise copy node that takes the view's name.
 
 The per-op rules are in :mod:`fir.passes.lowering.lowerings`, the view algebra in
-:mod:`fir.passes.lowering.views` and the ATen fallbacks in :mod:`fir.passes.lowering.externs`.
+:mod:`fir.passes.lowering.view_indexing` and the ATen fallbacks in :mod:`fir.passes.lowering.library_calls`.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from fir.ir.ops import OPS
 from fir.ir.symbolic import as_expr, to_dim
 from fir.ir.types import Dim, TensorType
 
-from . import views
+from . import view_indexing
 from .body_builder import BodyBuilder, broadcast_index
 from .graph_lowering import GraphLowering, Lowering
-from .views import Index, is_zero
+from .view_indexing import Index, is_zero
 
 LOWERINGS: dict[str, Lowering] = {}
 
@@ -307,7 +307,7 @@ def _welford(cx: GraphLowering, n: TensorOp) -> None:
 # Views: no node, an index map
 
 
-def _view(fn: Callable[[views.Access, TensorOp], views.Access]) -> Lowering:
+def _view(fn: Callable[[view_indexing.Access, TensorOp], view_indexing.Access]) -> Lowering:
     def lower(cx: GraphLowering, n: TensorOp) -> None:
         cx.set_view(n.result, fn(cx.access(_source(n)), n))
 
@@ -318,22 +318,24 @@ def _out_shape(n: TensorOp) -> tuple[Dim, ...]:
     return tuple(n.result.type.shape)
 
 
-LOWERINGS["reshape"] = _view(lambda a, n: views.reshape(a, _out_shape(n)))
-LOWERINGS["permute"] = _view(lambda a, n: views.permute(a, n.attrs["dims"]))
-LOWERINGS["transpose"] = _view(lambda a, n: views.transpose(a, n.attrs["dim0"], n.attrs["dim1"]))
-LOWERINGS["expand"] = _view(lambda a, n: views.expand(a, _out_shape(n)))
+LOWERINGS["reshape"] = _view(lambda a, n: view_indexing.reshape(a, _out_shape(n)))
+LOWERINGS["permute"] = _view(lambda a, n: view_indexing.permute(a, n.attrs["dims"]))
+LOWERINGS["transpose"] = _view(
+    lambda a, n: view_indexing.transpose(a, n.attrs["dim0"], n.attrs["dim1"])
+)
+LOWERINGS["expand"] = _view(lambda a, n: view_indexing.expand(a, _out_shape(n)))
 LOWERINGS["slice"] = _view(
-    lambda a, n: views.slice_(
+    lambda a, n: view_indexing.slice_(
         a, n.attrs["dim"], _attr(n, "start"), _attr(n, "end"), _attr(n, "step"), _out_shape(n)
     )
 )
 LOWERINGS["select"] = _view(
-    lambda a, n: views.select(a, n.attrs["dim"], n.attrs["index"], _out_shape(n))
+    lambda a, n: view_indexing.select(a, n.attrs["dim"], n.attrs["index"], _out_shape(n))
 )
-LOWERINGS["squeeze"] = _view(lambda a, n: views.squeeze(a, _attr(n, "dims")))
-LOWERINGS["unsqueeze"] = _view(lambda a, n: views.unsqueeze(a, n.attrs["dim"]))
+LOWERINGS["squeeze"] = _view(lambda a, n: view_indexing.squeeze(a, _attr(n, "dims")))
+LOWERINGS["unsqueeze"] = _view(lambda a, n: view_indexing.unsqueeze(a, n.attrs["dim"]))
 LOWERINGS["as_strided"] = _view(
-    lambda a, n: views.as_strided(a, _out_shape(n), n.attrs["strides"], _attr(n, "offset"))
+    lambda a, n: view_indexing.as_strided(a, _out_shape(n), n.attrs["strides"], _attr(n, "offset"))
 )
 
 

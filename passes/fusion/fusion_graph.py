@@ -9,7 +9,7 @@ that keeps every legality question cheap on large graphs.
   other) is kept with a topological numbering that a fusion repairs locally (Pearce and Kelly's
   dynamic topological order): a search for a path between two fusion nodes only visits nodes
   numbered between them, so the cycle check costs what lies between the pair, not the graph.
-* Reads and writes are :class:`~fir.ir.deps.MemoryDep` / :class:`~fir.ir.deps.StarDep` per
+* Reads and writes are :class:`~fir.ir.dependencies.MemoryDep` / :class:`~fir.ir.dependencies.StarDep` per
   buffer; a fusion node keeps the reads of buffers its members do not write (Inductor's unmet
   dependencies) and all its writes.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from fir.ir.deps import Dep, MemoryDep
+from fir.ir.dependencies import Dep, MemoryDep
 from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node
 from fir.ir.kernels import SpaceInfo, join_spaces, node_space_info
 from fir.ir.types import Dim
