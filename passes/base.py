@@ -46,6 +46,9 @@ class Pass:
     # ``collect_reports`` finds one per function in ``reports`` after the run (fir-opt
     # --fusion-report, the frontend's fusion log), without naming the pass.
     reports_decisions: ClassVar[bool] = False
+    # Whether the pass plans memory (``plan-memory``): ``fir-opt --stats`` then prints the peak
+    # before and after planning, without naming the pass.
+    plans_memory: ClassVar[bool] = False
 
     def __init__(self, **values: Any) -> None:
         for key, opt in self.options.items():

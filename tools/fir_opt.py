@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.stats:  # before printing: a plan that fails its check fails the chunk
                 from fir.passes.analysis.liveness import stats_report
 
-                planned = any(p.name == "plan-memory" for p in pipeline.passes)
+                planned = any(p.plans_memory for p in pipeline.passes)
                 sys.stderr.write(stats_report(module, pipeline.passes, planned))
                 lap("stats")
             outputs.append(print_module(module))

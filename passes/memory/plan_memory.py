@@ -51,6 +51,7 @@ from ..base import Option, Pass
 
 class PlanMemoryPass(Pass):
     name = "plan-memory"
+    plans_memory = True
     summary = "annotate last uses (frees), storage reuse and in-place writes"
     options = {
         "inplace": Option(
