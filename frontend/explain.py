@@ -171,8 +171,8 @@ def wait_placement(f: Any) -> list[str]:
     """For each collective call of ``f`` (after the pipeline): what runs between it and its
     wait, which is the work that overlaps the communication, and the node the wait stands
     before."""
+    from fir.ir.externs import effect_of, is_wait
     from fir.ir.graph import AliasNode, ExternNode
-    from fir.passes.analysis.deps import effect_of, is_wait
 
     kernel_of = f.kernel_of()
     out: list[str] = []

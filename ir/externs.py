@@ -30,6 +30,7 @@ from typing import Any
 
 from .dtypes import DType
 from .errors import ExternResultError, FirError, Location
+from .graph import ExternNode, Node, Value, alias_root
 
 PREFIX = "torch:"
 
@@ -190,7 +191,7 @@ def call_arguments(
     arguments in either."""
     import sympy
 
-    from .graph import Literal, Value
+    from .graph import Literal
 
     def conv(v: Any) -> Any:
         if isinstance(v, Value):
@@ -277,8 +278,6 @@ IN_PLACE_VARIANTS: dict[str, str] = {
 def mutated_arguments(node: Any) -> list[Any]:
     """The tensors an extern call writes in place: the arguments at its ``mutates`` positions,
     each a value or a list of values (a ``Tensor(a!)[]`` argument: every tensor in it)."""
-    from .graph import Value
-
     positions = node.attrs.get("mutates")
     if not isinstance(positions, list):
         return []
@@ -291,3 +290,54 @@ def mutated_arguments(node: Any) -> list[Any]:
             if isinstance(v, Value) and v not in out:
                 out.append(v)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What an extern node's attributes mean for storage and ordering (``aliases``, ``effect``,
+# ``mutates``): read by the dependency analysis, the memory plan and the runtime alike
+
+
+def aliased_argument(v: Value) -> Value | None:
+    """The argument of an extern call whose storage its result ``v`` lives in (the call's
+    ``aliases`` entry for ``v``: a view op run by PyTorch, such as ``aten.view.dtype``); None
+    for a result with storage of its own and for every other value."""
+    n = v.owner
+    if not isinstance(n, ExternNode):
+        return None
+    positions = n.attrs.get("aliases")
+    if not isinstance(positions, list) or v.index >= len(positions):
+        return None
+    k = positions[v.index]
+    if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(n.args):
+        arg = n.args[k]
+        return arg if isinstance(arg, Value) else None
+    return None
+
+
+def storage_bases(v: Value) -> list[Value]:
+    """The values whose storage ``v`` lives in, besides ``v``, nearest first: the roots of
+    view nodes and the arguments of extern calls whose result is a view (``aliases``)."""
+    out: list[Value] = []
+    while True:
+        root = alias_root(v)
+        if root is not v:
+            out.append(root)
+        base = aliased_argument(root)
+        if base is None:
+            return out
+        out.append(base)
+        v = base
+
+
+def effect_of(n: Node) -> str | None:
+    """The effect chain an extern call belongs to (its ``effect`` attribute: ``"collective"``,
+    ``"assert"`` …), None for a call without one and for every other node."""
+    if not isinstance(n, ExternNode):
+        return None
+    effect = n.attrs.get("effect")
+    return effect if isinstance(effect, str) else None
+
+
+def is_wait(n: Node) -> bool:
+    """A collective's wait: an in-place write (``mutates``) on the collective effect chain."""
+    return effect_of(n) == "collective" and "mutates" in n.attrs

@@ -270,7 +270,7 @@ def _root(v: Value) -> Value:
 
 
 def _is_extern_view(v: Value) -> bool:
-    from fir.passes.analysis.deps import aliased_argument
+    from fir.ir.externs import aliased_argument
 
     return aliased_argument(v) is not None
 

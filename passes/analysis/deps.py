@@ -36,7 +36,7 @@ from typing import Any
 from fir.ir.dependencies import Dep, MemoryDep, NodeDeps, StarDep, WeakDep
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
-from fir.ir.externs import mutated_arguments
+from fir.ir.externs import effect_of, is_wait, mutated_arguments
 from fir.ir.graph import (
     AliasNode,
     ExternNode,
@@ -137,52 +137,6 @@ def mutated_values(n: Node) -> list[Value]:
     if not isinstance(n, ExternNode):
         return []
     return _unique_values(mutated_arguments(n))
-
-
-def aliased_argument(v: Value) -> Value | None:
-    """The argument of an extern call whose storage its result ``v`` lives in (the call's
-    ``aliases`` entry for ``v``: a view op run by PyTorch, such as ``aten.view.dtype``); None
-    for a result with storage of its own and for every other value."""
-    n = v.owner
-    if not isinstance(n, ExternNode):
-        return None
-    positions = n.attrs.get("aliases")
-    if not isinstance(positions, list) or v.index >= len(positions):
-        return None
-    k = positions[v.index]
-    if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(n.args):
-        arg = n.args[k]
-        return arg if isinstance(arg, Value) else None
-    return None
-
-
-def storage_bases(v: Value) -> list[Value]:
-    """The values whose storage ``v`` lives in, besides ``v``, nearest first: the roots of
-    view nodes and the arguments of extern calls whose result is a view (``aliases``)."""
-    out: list[Value] = []
-    while True:
-        root = alias_root(v)
-        if root is not v:
-            out.append(root)
-        base = aliased_argument(root)
-        if base is None:
-            return out
-        out.append(base)
-        v = base
-
-
-def effect_of(n: Node) -> str | None:
-    """The effect chain an extern call belongs to (its ``effect`` attribute: ``"collective"``,
-    ``"assert"`` …), None for a call without one and for every other node."""
-    if not isinstance(n, ExternNode):
-        return None
-    effect = n.attrs.get("effect")
-    return effect if isinstance(effect, str) else None
-
-
-def is_wait(n: Node) -> bool:
-    """A collective's wait: an in-place write (``mutates``) on the collective effect chain."""
-    return effect_of(n) == "collective" and "mutates" in n.attrs
 
 
 def schedule_rank(n: Node) -> int:

@@ -33,11 +33,10 @@ from functools import lru_cache
 from typing import Any
 
 from fir.ir.errors import FirError, Location
+from fir.ir.externs import aliased_argument, storage_bases
 from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node, Value, alias_root
 from fir.ir.kernels import Step, steps
 from fir.ir.types import Dim, TensorType
-
-from .deps import aliased_argument, storage_bases
 
 DEFAULT_DEVICE = "cpu"
 PLAN_KEYS = ("frees", "reuses", "inplace")

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from fir.ir.dependencies import Dep, MemoryDep
+from fir.ir.externs import effect_of
 from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node
 from fir.ir.kernels import SpaceInfo, join_spaces, node_space_info
 from fir.ir.types import Dim
@@ -28,7 +29,6 @@ from fir.ir.types import Dim
 from ..analysis.deps import (
     ancestor_masks,
     canonical_prefix,
-    effect_of,
     local_deps,
     mutation_deps,
     predecessors,

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fir.ir.externs import storage_bases
 from fir.ir.graph import (
     AliasNode,
     BodyOperand,
@@ -24,7 +25,6 @@ from fir.ir.graph import (
 )
 from fir.ir.types import Dim, Layout, TensorType
 
-from ..analysis.deps import storage_bases
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
 from .library_calls import extern_call
 from .view_indexing import Access, Index, buffer_access, is_writable, is_zero, same_layout

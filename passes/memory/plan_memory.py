@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fir.ir.externs import aliased_argument, effect_of
 from fir.ir.graph import AliasNode, Graph, LoopNode, Module, Node, Value, alias_root
 from fir.ir.kernels import Step, steps
 
-from ..analysis.deps import aliased_argument, effect_of, mutated_values
+from ..analysis.deps import mutated_values
 from ..analysis.liveness import (
     PLAN_KEYS,
     footprint,
