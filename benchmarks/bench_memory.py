@@ -227,8 +227,8 @@ def real_pipeline_text(text: str, pipeline: str) -> str:
 
 
 def measure(program: str, lowering: str, loop_text: str) -> Row:
+    from fir.ir.memory_plan import footprint
     from fir.ir.parser import parse_module
-    from fir.passes.analysis.liveness import footprint
     from fir.passes.memory.plan_memory import plan_graph
 
     g = parse_module(loop_text).funcs[0]
@@ -302,7 +302,7 @@ def table(rs: list[Row]) -> str:
 DOC_TEMPLATE = """# Peak memory before and after `plan-memory`
 
 Measured by `python benchmarks/bench_memory.py` ({machine}). The figures are computed, not
-timed: `fir.passes.analysis.liveness.footprint` walks the nodes in program order and counts the bytes live
+timed: `fir.ir.memory_plan.footprint` walks the nodes in program order and counts the bytes live
 while each node runs (see [plan-memory](../passes/plan-memory.md#peak-memory) for exactly what is
 counted: storage the function allocates, outputs included, arguments not).
 

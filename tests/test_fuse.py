@@ -28,10 +28,10 @@ from fir.ir.kernels import (
     loops_split,
     node_space_info,
 )
+from fir.ir.memory_plan import plan_problems
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
-from fir.passes.analysis.liveness import plan_problems
 from fir.passes.fusion.fuse import check_kernels, fuse_function
 from fir.passes.fusion.fusion_graph import FusionGraph
 from fir.passes.fusion.report import module_dot, reports_json

@@ -2,7 +2,7 @@
 
 A plan is checked two ways:
 
-* statically, by :func:`fir.passes.analysis.liveness.plan_problems` (storage simulated per value: no read of
+* statically, by :func:`fir.ir.memory_plan.plan_problems` (storage simulated per value: no read of
   a value whose storage was freed or taken over, reuse only of free storage of the same device,
   dtype and size, in-place writes element for element);
 * numerically, by :func:`run_in_planned_storage`, which runs the reference interpreter node by
@@ -30,10 +30,7 @@ import torch
 from fir.ir.errors import FirError
 from fir.ir.graph import Graph, LoopNode, Module, Value
 from fir.ir.interpreter import _Run, eval_index, run_graph
-from fir.ir.parser import parse_module
-from fir.ir.printer import attr_value_str, print_module
-from fir.ir.verifier import verify_module
-from fir.passes.analysis.liveness import (
+from fir.ir.memory_plan import (
     MemoryPlanError,
     buffer_bytes,
     footprint,
@@ -42,6 +39,9 @@ from fir.passes.analysis.liveness import (
     plan_problems,
     storage_assignment,
 )
+from fir.ir.parser import parse_module
+from fir.ir.printer import attr_value_str, print_module
+from fir.ir.verifier import verify_module
 from fir.passes.pipeline import parse_pipeline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -13,11 +13,11 @@ import torch
 from fir.ir.errors import FirError
 from fir.ir.graph import Loop, LoopNode, LoopSchedule
 from fir.ir.interpreter import run_graph
+from fir.ir.memory_plan import plan_problems
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
 from fir.passes.analysis.deps import canonical_prefix, local_deps
-from fir.passes.analysis.liveness import plan_problems
 from fir.passes.fusion.fuse import check_kernels
 from fir.passes.fusion.loop_order import plan_loops
 from fir.passes.fusion.reorder import kernel_problem

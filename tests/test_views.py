@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from fir.ir.graph import AliasNode, ExternNode, LoopNode, Module
 from fir.ir.interpreter import run_graph
+from fir.ir.memory_plan import plan_problems
 from fir.ir.parser import parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
-from fir.passes.analysis.liveness import plan_problems
 from fir.passes.pipeline import parse_pipeline
 
 torch.manual_seed(0)

@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             mark += sum(secs for _, secs in timings[first:])
             lap("pipeline (between passes)")
             if args.stats:  # before printing: a plan that fails its check fails the chunk
-                from fir.passes.analysis.liveness import stats_report
+                from fir.ir.memory_plan import stats_report
 
                 planned = any(p.plans_memory for p in pipeline.passes)
                 sys.stderr.write(stats_report(module, pipeline.passes, planned))

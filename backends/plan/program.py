@@ -255,7 +255,7 @@ def shared_storage(program: ProgramPlan, k: KernelPlan) -> frozenset[str]:
 
 
 def _storages(g: Graph) -> dict[int, int]:
-    from fir.passes.analysis.liveness import storage_assignment
+    from fir.ir.memory_plan import storage_assignment
 
     try:
         return storage_assignment(g)

@@ -49,9 +49,9 @@ from fir.ir.graph import (
     LoopSchedule,
     Module,
 )
+from fir.ir.memory_plan import PLAN_KEYS
 
 from ..analysis.deps import refresh_recorded_deps, topological_order
-from ..analysis.liveness import PLAN_KEYS
 from ..base import Option, OptionError, Pass, paused_gc
 from .fusion_graph import FusionGraph, FusionNode
 from .report import Candidate, FunctionReport, Round, Summary

@@ -24,6 +24,7 @@ from fir.ir.dependencies import Dep, MemoryDep
 from fir.ir.externs import effect_of
 from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node
 from fir.ir.kernels import SpaceInfo, join_spaces, node_space_info
+from fir.ir.memory_plan import device_of
 from fir.ir.types import Dim
 
 from ..analysis.deps import (
@@ -33,7 +34,6 @@ from ..analysis.deps import (
     mutation_deps,
     predecessors,
 )
-from ..analysis.liveness import device_of
 
 # Symbolic sizes have no value at compile time; scores and the peak-memory estimate compare
 # byte counts with every size symbol set to this hint (the printed figures stay exact).

@@ -24,7 +24,7 @@ extern call that are views of an argument (``aliases``, a view op run by PyTorch
 of such a view is a read of its argument too, which stays alive as long as the view.
 
 Earlier plan annotations are dropped and planned again, so the pass can run twice. The analysis
-behind it (sizes, lifetimes, peak memory) is :mod:`fir.passes.analysis.liveness`.
+behind it (sizes, lifetimes, peak memory) is :mod:`fir.ir.memory_plan`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ from typing import Any
 from fir.ir.externs import aliased_argument, effect_of
 from fir.ir.graph import AliasNode, Graph, LoopNode, Module, Node, Value, alias_root
 from fir.ir.kernels import Step, steps
-
-from ..analysis.deps import mutated_values
-from ..analysis.liveness import (
+from fir.ir.memory_plan import (
     PLAN_KEYS,
     footprint,
     inplace_blocker,
@@ -47,6 +45,8 @@ from ..analysis.liveness import (
     reuse_key,
     step_reads,
 )
+
+from ..analysis.deps import mutated_values
 from ..base import Option, Pass
 
 
@@ -103,7 +103,7 @@ def plan_graph(
     reads: list[list[Value]] | None = None,
 ) -> dict[str, int]:
     """Write the plan annotations of ``g``; return how many buffers were freed, reused, in place.
-    ``reads``: :func:`~fir.passes.analysis.liveness.node_reads` of ``g`` when the caller has it already.
+    ``reads``: :func:`~fir.ir.memory_plan.node_reads` of ``g`` when the caller has it already.
 
     A kernel is planned as one step: its local buffers get no storage, what it is the last
     reader of is freed after its last node (``frees`` goes there), and a node of it writes in

@@ -1,7 +1,9 @@
-"""Memory analysis of one function: what each buffer costs, when it dies, how much is live at once.
+"""What a memory plan means, and the memory analysis of one function: what each buffer costs,
+when it dies, how much is live at once.
 
-Shared by the ``plan-memory`` pass (which decides the plan) and ``fir-opt --stats`` (which reports
-it). It reads the plan from the program itself, the node annotations ``frees``, ``reuses`` and
+Part of the IR because the plan is part of the program text: the ``plan-memory`` pass decides
+it, ``fir-opt --stats`` reports it, and the back ends' program plans allocate by it
+(:func:`storage_assignment`), all reading the same semantics. It reads the plan from the program itself, the node annotations ``frees``, ``reuses`` and
 ``inplace``, so a planned program that is printed, edited and parsed back is analysed the same way.
 
 The model (docs/passes/plan-memory.md has the long form):
@@ -32,11 +34,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from fir.ir.errors import FirError, Location
-from fir.ir.externs import aliased_argument, storage_bases
-from fir.ir.graph import AliasNode, ExternNode, Graph, LoopNode, Node, Value, alias_root
-from fir.ir.kernels import Step, steps
-from fir.ir.types import Dim, TensorType
+from .errors import FirError, Location
+from .externs import aliased_argument, storage_bases
+from .graph import AliasNode, ExternNode, Graph, LoopNode, Node, Value, alias_root
+from .kernels import Step, steps
+from .types import Dim, TensorType
 
 DEFAULT_DEVICE = "cpu"
 PLAN_KEYS = ("frees", "reuses", "inplace")
@@ -56,7 +58,7 @@ def buffer_bytes(t: TensorType) -> Dim:
     size = t.storage_size()
     if isinstance(size, int):
         return size * t.dtype.itemsize
-    from fir.ir.symbolic import to_dim
+    from .symbolic import to_dim
 
     return to_dim(size * t.dtype.itemsize)
 
@@ -229,7 +231,8 @@ def inplace_blocker(g: Graph, n: Node, v: Value) -> str | None:
 
 def _index_matches(index: Any, target: Any, n: LoopNode) -> bool:
     import sympy
-    from fir.ir.symbolic import is_indirect, simplify_index
+
+    from .symbolic import is_indirect, simplify_index
 
     if isinstance(index, int):
         index = sympy.Integer(index)
@@ -621,7 +624,7 @@ def memory_report(g: Graph, planned: bool | None = None) -> MemoryReport:
 def _add(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a + b
-    from fir.ir.symbolic import to_dim
+    from .symbolic import to_dim
 
     return to_dim(a + b)
 
@@ -629,7 +632,7 @@ def _add(a: Dim, b: Dim) -> Dim:
 def _sub(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a - b
-    from fir.ir.symbolic import to_dim
+    from .symbolic import to_dim
 
     return to_dim(a - b)
 
@@ -640,7 +643,8 @@ def _max_of(values: Iterable[Dim]) -> Dim:
     if all(isinstance(v, int) for v in vals):
         return max(vals)
     import sympy
-    from fir.ir.symbolic import to_dim
+
+    from .symbolic import to_dim
 
     kept: list[Any] = []
     for v in vals:
@@ -682,7 +686,7 @@ def _names(n: Node) -> str:
 def format_bytes(b: Dim) -> str:
     if isinstance(b, int):
         return str(b)
-    from fir.ir.symbolic import print_expr
+    from .symbolic import print_expr
 
     return print_expr(b)
 
