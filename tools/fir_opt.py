@@ -126,10 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from fir.ir.errors import FirError
-    from fir.ir.parser import parse_module
     from fir.ir.printer import print_module
-    from fir.ir.verifier import verify_module
     from fir.passes.pipeline import parse_pipeline
+    from fir.passes.verify import read_program
 
     try:
         pipeline = parse_pipeline(args.pipeline)
@@ -166,14 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in pipeline.passes:
             p.statistics = {}  # per chunk: each input is its own program
         try:
-            module = parse_module(chunk, name, line_offset)
-            lap("parse")
-            verify_module(module)
-            if any(f.kernels for f in module.funcs):
-                from fir.passes.fusion.fuse import check_kernels
-
-                check_kernels(module)  # hand-written kernels must be legal, not only well formed
-            lap("verify")
+            module = read_program(chunk, name, line_offset, lap)
 
             def after(p: Any, m: Any) -> None:
                 if args.print_ir_after_all or p.name in wanted:

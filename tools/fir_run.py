@@ -222,9 +222,8 @@ def describe(t: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_arg_parser().parse_args(argv)
     from fir.ir.errors import FirError, InterpreterMemoryError
-    from fir.ir.parser import parse_module
-    from fir.ir.verifier import verify_module
     from fir.passes.pipeline import parse_pipeline
+    from fir.passes.verify import read_program
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
@@ -234,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         pipeline = parse_pipeline(args.pipeline)
-        module = parse_module(text, name)
-        verify_module(module)
+        module = read_program(text, name)
         if not module.funcs:
             raise FirError(f"{name} defines no function")
         func = args.func or module.funcs[0].name

@@ -58,10 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     from fir.backends.plan import plan_module
     from fir.backends.triton import keeps_rows
     from fir.backends.triton.target import compile_for_target
-    from fir.ir.parser import parse_module
     from fir.passes.pipeline import parse_pipeline
+    from fir.passes.verify import read_program
 
-    modules = [(f, parse_module(Path(f).read_text(), f)) for f in args.files]
+    modules = [(f, read_program(Path(f).read_text(), f)) for f in args.files]
     if args.benchmarks:
         modules += _benchmark_modules(args.scale)
     failed = 0
