@@ -107,9 +107,8 @@ def _calls(plans: list[object]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_arg_parser().parse_args(argv)
     from fir.ir.errors import FirError
-    from fir.ir.parser import parse_module
-    from fir.ir.verifier import verify_module
     from fir.passes.pipeline import parse_pipeline
+    from fir.passes.verify import read_program
 
     name = "<stdin>" if args.input == "-" else args.input
     try:
@@ -119,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         pipeline = parse_pipeline(args.pipeline)
-        module = parse_module(text, name)
-        verify_module(module)
+        module = read_program(text, name)
         module = pipeline.run(module)
         out = translate(module, args.target, args.opt)
     except FirError as e:

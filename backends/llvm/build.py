@@ -30,6 +30,7 @@ from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.instructions import LoopBegin
 from fir.backends.plan.program import shared_storage
+from fir.backends.plan.schedule import GRAIN  # one thread below it, as the C++ back end
 from fir.ir.errors import FirError
 from fir.ir.types import dims_mul
 
@@ -178,7 +179,6 @@ def compile_object(ir_text: str, name: str, cache: Cache | None = None) -> bytes
     return data
 
 
-GRAIN = 32768  # element-iterations below which a kernel runs on one thread (as the C++ one)
 # chunks of the parallel loop per thread: the threads (this one included) take the next chunk
 # when done, so a core that another process holds for a while slows the call by a chunk, not
 # by half of it
