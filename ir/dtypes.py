@@ -29,6 +29,18 @@ class DType(Enum):
         return self in (DType.F16, DType.BF16, DType.F32, DType.F64)
 
     @property
+    def is_narrow_float(self) -> bool:
+        """f16 and bf16: stored in 16 bits, computed in f32 (:attr:`compute_dtype`)."""
+        return self in (DType.F16, DType.BF16)
+
+    @property
+    def compute_dtype(self) -> DType:
+        """What arithmetic on this dtype computes in, in every back end, the interpreter and
+        the frontend's compositions: f32 for f16 and bf16 (PyTorch's "opmath" type: a value is
+        rounded to 16 bits only where it is stored), the dtype itself otherwise."""
+        return DType.F32 if self.is_narrow_float else self
+
+    @property
     def is_int(self) -> bool:
         return self in (DType.I8, DType.I16, DType.I32, DType.I64, DType.U8)
 

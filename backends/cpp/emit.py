@@ -64,7 +64,6 @@ _RESERVED_WORDS = (
     "constinit std size_t ptrdiff_t intptr_t uintptr_t NULL errno assert offsetof "
 )
 RESERVED = set(_RESERVED_WORDS.split())
-REDUCED = (DType.F16, DType.BF16)  # stored as 16 bits, computed as float
 
 
 class Names:
@@ -283,7 +282,7 @@ class Emitter:
         value = load_expr(i.dtype, element)
         if i.dst in self.f16_in:  # converted with its block
             value = f"{self.f16_in[i.dst]}[l]"
-        if i.mask is None and i.dtype in REDUCED and i.dst not in self.refs:
+        if i.mask is None and i.dtype.is_narrow_float and i.dst not in self.refs:
             self.bits[i.dst] = (i.dtype, element)
         if i.mask is not None:
             mask = self.ref(i.mask)
@@ -321,7 +320,7 @@ class Emitter:
             args.append(text)
         if i.op == "cast":
             expr = CASTS[i.dtype].format(args[0])
-            if i.dtype in REDUCED and i.dst not in self.refs:
+            if i.dtype.is_narrow_float and i.dst not in self.refs:
                 single = CTYPE[dtype] == "float"
                 self.rounds[i.dst] = args[0] if single else f"float({args[0]})"
                 self.bits[i.dst] = (i.dtype, store_expr(i.dtype, f"float({args[0]})"))
@@ -393,6 +392,6 @@ class Emitter:
         for dst, dtype, pattern in zip(i.dsts, i.dtypes, acc.spec.results):
             value = pattern.format(**state)
             _, stands_for = types[pattern.strip("{}")]
-            if stands_for is not dtype or dtype in REDUCED:
+            if stands_for is not dtype or dtype.is_narrow_float:
                 value = CASTS[dtype].format(value)
             self.define(dst, value)

@@ -614,7 +614,7 @@ class _Kernel:
                 out = b.uitofp(v, dt)
             else:
                 out = b.sitofp(v, dt)
-            if dst in (DType.F16, DType.BF16):  # round to the narrow type, compute on in f32
+            if dst.is_narrow_float:  # round to the narrow type, compute on in f32
                 out = self.widen(self.narrow(out, dst), dst)
             return out
         if src.is_float:
@@ -1119,7 +1119,7 @@ def _dtype_of(ty: ir.Type, fallback: DType) -> DType:
     if ty == F64:
         return DType.F64
     if ty == F32:
-        return DType.F32 if fallback not in (DType.F16, DType.BF16) else fallback
+        return DType.F32 if not fallback.is_narrow_float else fallback
     if ty == I64:
         return DType.I64
     return fallback

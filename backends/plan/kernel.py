@@ -754,7 +754,7 @@ def _without_dead_values(instrs: list[Instr]) -> list[Instr]:
 
 def _compute_dtype(dtype: DType) -> DType:
     """What renderers compute a value of ``dtype`` in: f16 and bf16 in f32."""
-    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+    return dtype.compute_dtype
 
 
 def _reduced_dtype(m: LoopNode) -> DType:

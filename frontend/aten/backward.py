@@ -35,7 +35,7 @@ from .registry import register
 
 def _wide(dtype: DType) -> DType:
     """The dtype a composition computes ``dtype`` in: f32 for f16 and bf16."""
-    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+    return dtype.compute_dtype
 
 
 def _operands(em: Emitter, *xs: Any) -> list[Value]:
@@ -313,7 +313,7 @@ def _embedding_backward_by_index_add(
     one FIR kernel: 3-4 launches in place of 29."""
     shape = _static_shape(g)
     dim, rows = shape[-1], math.prod(shape[:-1])
-    acc = DType.F32 if g.type.dtype in (DType.F16, DType.BF16) else g.type.dtype
+    acc = g.type.dtype.compute_dtype
     sums_type = TensorType(acc, (num_weights, dim))
     zeros = ExternNode(
         results=[],

@@ -27,7 +27,7 @@ def _tensor(x: Any, what: str = "operand") -> Value:
 
 def _operand(em: Emitter, x: Any, dtype: DType) -> Value | Literal:
     if isinstance(x, torch.SymInt | torch.SymFloat):
-        if dtype in (DType.F16, DType.BF16):
+        if dtype.is_narrow_float:
             # ATen computes with the number in f32; a cast of it to the result dtype rounds it
             raise Fallback(f"a symbolic number with a {dtype} computation")
         x = em.symbolic(x)  # a 0-d argument (or a literal, for a number known here)
@@ -110,7 +110,7 @@ def _float_only(em: Emitter, half_ok: bool = False) -> DType:
     out = em.out_type(0) if multi else em.out_type()
     if not out.dtype.is_float:
         raise Fallback(f"{out.dtype} result")
-    if not half_ok and out.dtype in (DType.F16, DType.BF16):
+    if not half_ok and out.dtype.is_narrow_float:
         raise Fallback(f"{out.dtype}: ATen computes this in f32")
     return out.dtype
 

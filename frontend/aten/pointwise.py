@@ -276,7 +276,7 @@ def _addc(em: Emitter, x: Any, t1: Any, t2: Any, *, value: Any = 1) -> Value:
     div = "addcdiv" in str(em.node.target)
     if div and not out.dtype.is_float:
         raise Fallback("integer addcdiv")
-    if out.dtype in (DType.F16, DType.BF16):
+    if out.dtype.is_narrow_float:
         raise Fallback(f"{out.dtype}: ATen computes this in f32")
     x, t1, t2 = _cast_all(em, out.dtype, x, t1, t2)
     # ATen: self + value * t1 * t2 (or value * t1 / t2), left to right

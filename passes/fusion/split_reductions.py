@@ -62,7 +62,6 @@ PARTIALS = 8192
 # outputs a Triton program of a column reduction computes (its block of contiguous columns)
 COLUMN_BLOCK = 32
 # float sums whose partials are f32 (the unsplit sum accumulates in f32 and rounds once)
-NARROW = (DType.F16, DType.BF16)
 
 
 class SplitReductionsPass(Pass):
@@ -119,7 +118,11 @@ def chunk_count(n: LoopNode, max_outputs: int, min_size: int, parts: int, min_ch
     dtype = n.results[0].type.dtype
     if n.reduction == "prod" and dtype.is_float and dtype not in (DType.F32, DType.F64):
         return 0
-    if n.reduction == "sum" and dtype.is_float and dtype not in (DType.F32, DType.F64, *NARROW):
+    if (
+        n.reduction == "sum"
+        and dtype.is_float
+        and dtype.compute_dtype not in (DType.F32, DType.F64)
+    ):
         return 0
     sizes = [s for _, s in n.ranges + n.reduction_ranges]
     if not all(isinstance(s, int) for s in sizes):
@@ -171,7 +174,7 @@ def split_node(n: LoopNode, chunks: int, part_name: str, wide_name: str = "") ->
     result."""
     assert n.body is not None
     result = n.results[0]
-    narrow = result.type.dtype in NARROW
+    narrow = result.type.dtype.is_narrow_float
     acc = DType.F32 if narrow else result.type.dtype
     outer_var, outer_size = n.reduction_ranges[0]
     assert isinstance(outer_size, int)

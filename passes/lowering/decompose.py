@@ -29,8 +29,6 @@ from ..base import Option, OptionError, Pass
 from .decompose_builder import Builder, NamePool
 from .decompositions import RULES, Keep, Rule
 
-HALF_TYPES = (DType.F16, DType.BF16)
-
 
 class DecomposePass(Pass):
     name = "decompose"
@@ -100,7 +98,7 @@ class DecomposePass(Pass):
 
     def compute_dtype(self, rule: Rule, n: TensorOp) -> DType:
         dtype = n.results[0].type.dtype
-        if rule.upcast and self.upcast and dtype in HALF_TYPES:  # type: ignore[attr-defined]
+        if rule.upcast and self.upcast and dtype.is_narrow_float:  # type: ignore[attr-defined]
             return DType.F32
         return dtype
 

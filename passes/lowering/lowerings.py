@@ -239,7 +239,7 @@ def _mean(cx: GraphLowering, n: TensorOp) -> None:
         return
     out = n.result
     dtype = out.type.dtype
-    acc = DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+    acc = dtype.compute_dtype
     total = cx.helper_value(out, "sum", TensorType(acc, out.type.shape))
     cx.reduction(
         n,
@@ -285,7 +285,7 @@ def _welford(cx: GraphLowering, n: TensorOp) -> None:
         for r in n.results:  # no elements: mean 0, m2 0, count 0
             cx.pointwise(n, r, lambda b, idx: Literal(0.0))
         return
-    if dtype not in (DType.F16, DType.BF16):
+    if not dtype.is_narrow_float:
         cx.reduction(
             n, n.results, "welford", x.type.shape, dims, lambda b, idx: b.load(cx.access(x), idx)
         )
