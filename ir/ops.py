@@ -226,6 +226,10 @@ COSTLY_OPS = frozenset(
 UNARY_NUMERIC = ["neg", "abs", "relu", "square", "sign", "floor", "ceil", "round", "trunc"]
 UNARY_TO_BOOL_FLOAT = ["isnan", "isinf", "isfinite", "signbit"]
 BINARY_NUMERIC = ["add", "sub", "mul", "maximum", "minimum", "floordiv", "mod"]
+# Integer ops that fail on a zero divisor (the interpreter raises ZeroDivisionError; a compiled
+# kernel reports the error): every back end checks the divisor of these, and a plan keeps such
+# an op even where nothing reads its value. On floats they follow IEEE (inf, nan) instead.
+FAILS_ON_ZERO_DIVISOR = frozenset({"floordiv", "mod"})
 BINARY_FLOAT = ["div", "pow", "atan2", "hypot", "fmod", "copysign"]
 BINARY_INT = ["bitwise_and", "bitwise_or", "bitwise_xor", "shl", "shr"]
 BINARY_LOGICAL = ["logical_and", "logical_or", "logical_xor"]

@@ -111,8 +111,6 @@ INT_OPS: dict[str, str] = {
 # ops on truth values: a non-bool operand is compared with zero first (``fir_truth``)
 LOGICAL = ("logical_not", "logical_and", "logical_or", "logical_xor")
 
-# integer ops that fail on a zero divisor (the interpreter raises ZeroDivisionError)
-DIVIDES = ("floordiv", "mod")
 
 # what values of each dtype are computed in, and what a buffer of it holds
 CTYPE: dict[DType, str] = {

@@ -9,6 +9,7 @@ from typing import Any
 import sympy
 from fir.backends.plan.instructions import CheckIndex, Compute, Load, Store
 from fir.backends.plan.loop_tree import Item, step, walk
+from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 
 
 def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> bool:
@@ -29,7 +30,7 @@ def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> 
     for i in instrs:
         if isinstance(i, CheckIndex):
             return False
-        if isinstance(i, Compute) and i.op in ("floordiv", "mod") and not i.dtype.is_float:
+        if isinstance(i, Compute) and i.op in FAILS_ON_ZERO_DIVISOR and not i.dtype.is_float:
             return False
     stores = [i for i in instrs if isinstance(i, Store)]
     if any(step(s.index, var) != 1 for s in stores):

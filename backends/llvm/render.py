@@ -69,7 +69,7 @@ from fir.backends.plan.schedule import (
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import COSTLY_OPS
+from fir.ir.ops import COSTLY_OPS, FAILS_ON_ZERO_DIVISOR
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .nest import independent
@@ -805,7 +805,7 @@ class _Kernel:
         b = self.b
         zero = ir.Constant(ty, 0)
         unsigned = src is DType.U8 or src.is_bool
-        if op in ("floordiv", "mod"):
+        if op in FAILS_ON_ZERO_DIVISOR:
             fail = self.fn.append_basic_block("div.zero")
             ok = self.fn.append_basic_block("div.ok")
             b.cbranch(b.icmp_signed("==", a[1], zero), fail, ok)

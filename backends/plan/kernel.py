@@ -34,7 +34,7 @@ from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import BodyOp, BodyValue, Literal, LoopNode, Value
 from fir.ir.kernels import Step, kernel_space
-from fir.ir.ops import COSTLY, COSTLY_OPS
+from fir.ir.ops import COSTLY, COSTLY_OPS, FAILS_ON_ZERO_DIVISOR
 from fir.ir.symbolic import indirect_symbol, is_indirect, print_expr
 from fir.ir.types import Dim, dim_str, dims_mul
 
@@ -733,10 +733,6 @@ def _proven_in_bounds(m: LoopNode, op: BodyOp) -> bool:
     return r is not None and r[0] >= 0 and r[1] < op.bound
 
 
-# ops that can fail (an integer division by zero): kept even when their value is not used
-_MAY_FAIL = frozenset({"floordiv", "mod"})
-
-
 def _without_dead_values(instrs: list[Instr]) -> list[Instr]:
     """``instrs`` less the values nothing reads: the operands of a value that a later pass
     took from a scratch row instead of computing it."""
@@ -744,7 +740,7 @@ def _without_dead_values(instrs: list[Instr]) -> list[Instr]:
     keep: list[Instr] = []
     for i in reversed(instrs):
         dead = isinstance(i, (Load, Compute, Constant, IndexValue)) and i.dst not in used
-        if dead and not (isinstance(i, Compute) and i.op in _MAY_FAIL):
+        if dead and not (isinstance(i, Compute) and i.op in FAILS_ON_ZERO_DIVISOR):
             continue
         used |= _uses(i)
         keep.append(i)
