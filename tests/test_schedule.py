@@ -163,3 +163,85 @@ def test_untiled_transpose_keeps_the_narrower_stride(
         (nest,) = schedule(plan, family).nests
         plan_order = [lp.var for lp in nest.loops]
         assert (plan_order != ["x0", "x1"]) == interchanged
+
+
+# -- the block family (Triton): backends/plan/block_schedule.py
+
+
+def triton_kernels(text: str) -> list[KernelPlan]:
+    from fir.backends.plan.block_schedule import keeps_rows
+
+    module = parse_module(text, "<test>")
+    verify_module(module)
+    module = parse_pipeline("cuda").run(module)
+    return list(plan_program(module.funcs[0], scratch_rows=keeps_rows).kernels())
+
+
+COLMAJOR = """
+func @f(%c: f32[32, 64] strided [1, 32], %d: f32[32, 64] strided [1, 32]) -> (f32[32, 64]) {
+  %y = pointwise : f32[32, 64] over (i0 < 32, i1 < 64) {
+    %0 = load %c[i0 + 32*i1]
+    %1 = load %d[i0 + 32*i1]
+    %2 = add %0, %1
+    yield %2
+  }
+  return %y
+}
+"""
+
+
+def test_block_schedule_decides_the_strategy() -> None:
+    from fir.backends.plan.block_schedule import block_schedule
+
+    def strategy(shape: str, dims: str) -> str:
+        text = (
+            f"func @f(%x: f32[{shape}]) -> (f32[{dims}]) {{\n"
+            f"  %s = sum %x {{dims = [1]}} : f32[{dims}]\n  return %s\n}}\n"
+        )
+        (k,) = triton_kernels(text)
+        return block_schedule(k).strategy()
+
+    assert strategy("512, 256", "512") == "persistent"
+    assert strategy("1024, 16384", "1024") == "looped"
+    (pw,) = triton_kernels(COLMAJOR)
+    s = block_schedule(pw)
+    assert (s.kind, s.strategy(), s.order) == ("pointwise", "", ("x1", "x0"))
+
+
+def test_triton_renders_what_the_block_schedule_says() -> None:
+    """The generated kernel's comment is the schedule's text, its flat index splits in the
+    schedule's order, and a different order (decided elsewhere) renders as that order."""
+    from fir.backends.plan.block_schedule import block_schedule
+    from fir.backends.triton.render import render_kernel
+
+    (k,) = triton_kernels(COLMAJOR)
+    s = block_schedule(k)
+    source, used, _ = render_kernel(k)
+    assert used == s and f"# {s.text()}" in source
+    assert "x0 = xindex % 64" in source and "x1 = xindex // 64" in source
+    other, _, _ = render_kernel(k, dataclasses.replace(s, order=("x0", "x1")))
+    assert "x1 = xindex % 32" in other and "x0 = xindex // 32" in other
+
+
+def test_triton_keeps_rows_by_the_block_schedule() -> None:
+    from fir.backends.plan.block_schedule import block_schedule, keeps_rows
+    from fir.backends.registry import backend_named
+
+    text = (
+        "func @f(%x: f32[512, 256]) -> (f32[512, 256]) {\n"
+        "  %s = softmax %x {dim = 1} : f32[512, 256]\n  return %s\n}\n"
+    )
+    (k,) = triton_kernels(text)
+    assert keeps_rows(k) and block_schedule(k).persistent
+    assert backend_named("triton").scratch_rows()(k) == keeps_rows(k)  # type: ignore[misc]
+
+
+def test_block_schedule_line() -> None:
+    from fir.backends.plan.block_schedule import BlockSchedule
+
+    s = BlockSchedule("tiled", 64, YBLOCK=64, num_warps=4, tile=("x1", "x2"), order=("x0",))
+    assert s.line("z") == (
+        "schedule z [triton]: tiled: YBLOCK=64, XBLOCK=64, num_warps=4; x order x0; "
+        "tile x1 (y), x2 (x)"
+    )
+    assert s.blocks() == ("YBLOCK", "XBLOCK") and s.strategy() == ""

@@ -1,6 +1,6 @@
 """The ``autotune`` option: at a kernel's first launch, time a few configurations around the
-chosen one (:func:`~.render.candidates`: block sizes and warps of the same layout) on the
-call's own tensors and keep the fastest.
+chosen one (:func:`fir.backends.plan.block_schedule.candidates`: block sizes and warps of the
+same schedule) on the call's own tensors and keep the fastest.
 
 * The tensors a kernel writes are cloned for the trials, so an in-place kernel timed many times
   does not change the call's inputs; the kernel then runs once, for real, with the winner.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from fir.backends.cache import Cache, cache_key
@@ -46,7 +46,9 @@ def tuning_key(kernels: Any, name: str, sizes: Sequence[int]) -> str:
     )
 
 
-def _load(cache: Cache, entry: str) -> Config | None:
+def _load(cache: Cache, entry: str, default: Config) -> Config | None:
+    """The cached choice: its block sizes and warps on ``default``'s schedule (an entry
+    written before the schedule named the loops' order takes the default's)."""
     path = cache.lookup(entry)
     if path is None:
         return None
@@ -54,7 +56,9 @@ def _load(cache: Cache, entry: str) -> Config | None:
         fields = json.loads(path.read_text())
         if fields.get("tile") is not None:
             fields["tile"] = tuple(fields["tile"])
-        return Config(**fields)
+        if "order" in fields:
+            fields["order"] = tuple(fields["order"])
+        return replace(default, **fields)
     except (OSError, ValueError, TypeError):  # a damaged entry: tune again
         return None
 
@@ -77,7 +81,8 @@ def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> 
     it imports this module), which launches with its current configuration until told."""
     cache = kernels.cache or Cache("triton")
     entry = f"tune_{tuning_key(kernels, name, sizes)}.json"
-    known = _load(cache, entry)
+    default = kernels.configs[name]
+    known = _load(cache, entry, default)
     if known is not None:
         return known
     position = kernels.order.index(name)
@@ -87,7 +92,6 @@ def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> 
     err = kernels.err
     if err is not None:
         err = err.clone()
-    default = kernels.configs[name]
     best: tuple[float, Config] | None = None
     for cfg in candidates(k)[:TRIALS]:
         try:

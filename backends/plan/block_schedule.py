@@ -1,0 +1,378 @@
+"""The block schedule of the block family (the Triton back end), decided once.
+
+A Triton program computes a *block* of a kernel plan's loop nest. How the loops map to blocks
+is decided here, from the plan and its sizes (symbolic sizes count as large), and the renderer
+(``backends/triton/render.py``) writes what a :class:`BlockSchedule` says and decides none of
+it:
+
+* the **layout** (:class:`Layout`): ``pointwise`` (the pointwise loops flattened into one
+  index, ``XBLOCK`` elements a program), ``tiled`` (a ``YBLOCK x XBLOCK`` tile over the plan's
+  ``tile`` pair, the inner loop on the fast axis, the other loops on the grid's third axis) or
+  ``reduction`` (``XBLOCK`` outputs by ``RBLOCK`` reduced elements);
+* the **order** of the pointwise loops in the flat index, outermost first (a pointwise
+  kernel's loops in the order its first store walks memory, :func:`memory_order`);
+* a reduction's **strategy**: *persistent* (the whole row in one block, straight-line passes
+  over registers), *looped* (each pass a loop over the row in blocks of ``RBLOCK``) and
+  *columns* (the outputs on the fast axis, where the loads walk memory along them);
+* the block sizes and ``num_warps``.
+
+``fir-translate --target plan`` prints one line per kernel (:meth:`BlockSchedule.line`);
+the ``# ...`` comment at the head of each generated kernel is :meth:`BlockSchedule.text`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from fir.ir.types import Dim, dims_mul
+
+from .instructions import Compute, Load, Store
+from .kernel import KernelPlan
+
+PERSISTENT_MAX = 8192  # reduced elements a program keeps in registers (the whole row)
+# XBLOCK, RBLOCK, warps of a reduction over the outer dimension: x.sum(0) of 8192 x 4096 f32 on
+# an H100 took 58 us with 32 x 64 blocks and 16 warps, 136 us with 64 x 64 and 8
+# (benchmarks/tune_triton.py)
+COLUMN_BLOCKS = (32, 64, 16)
+# a pointwise kernel with this many costly ops (exp, sin, division ...) a element is
+# compute-bound: one element a thread (deep_chain, 40 sin: 1.28 ms with 256 x 8 warps, 1.72 ms
+# with 1024 x 4)
+HEAVY_OPS = 8
+# elements of a persistent reduction's block (XBLOCK * RBLOCK) where a row is shorter: rows of
+# 256 and 512 (BERT's and T5's attention softmax, 64 * 512 rows of 512 f32: 67 us with 2 rows
+# and 4 warps, 77 us with 4 rows and 8, on an H200) and 768 (BERT's layer norm, 8.6 against
+# 9.0 us) ran fastest at 1024 elements and 4 warps: 8 elements a thread
+PERSISTENT_BLOCK = 1024
+# a persistent reduction with few rows runs at least this many programs where it has the rows
+# (about the multiprocessors of an H100: 132)
+MIN_PROGRAMS = 128
+POINTWISE_BLOCK = 1024
+TILE = 64
+GRID_LIMIT = 65535  # the grid's second and third axes
+LOOPED_RBLOCK = 2048  # a looped row reduction's RBLOCK (one output a program)
+
+
+class Layout(str, Enum):
+    """How a kernel's loops map to a program's block (a ``str``: the value is what the
+    generated kernel's comment and a tuning cache entry hold)."""
+
+    POINTWISE = "pointwise"
+    TILED = "tiled"
+    REDUCTION = "reduction"
+
+
+@dataclass(frozen=True)
+class BlockSchedule:
+    """How a plan's loops map to Triton blocks (see the module docstring).
+
+    ``order``: the pointwise loops of the flat index (``xindex``; tiled: the grid's third axis),
+    outermost first; empty: the plan's order. Tuning varies the block sizes and warps only
+    (:func:`candidates`), never the layout, order, tile or strategy."""
+
+    kind: str  # a Layout's value: "pointwise", "tiled" or "reduction"
+    XBLOCK: int
+    YBLOCK: int = 1
+    RBLOCK: int = 1
+    num_warps: int = 4
+    persistent: bool = False
+    tile: tuple[str, str] | None = None  # tiled: (loop on axis 0, loop on axis 1)
+    # reduction: the outputs on the fast axis (1) and the reduced loop on axis 0, where the
+    # loads are contiguous along the outputs (``x.sum(0)``)
+    columns: bool = False
+    order: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """The blocks and warps (the generated kernel's comment)."""
+        blocks = f"XBLOCK={self.XBLOCK}"
+        if self.kind == "tiled":
+            blocks = f"YBLOCK={self.YBLOCK}, " + blocks
+        if self.kind == "reduction":
+            blocks += f", RBLOCK={self.RBLOCK}" + (" persistent" if self.persistent else " looped")
+            blocks += " columns" if self.columns else ""
+        return f"{self.kind}: {blocks}, num_warps={self.num_warps}"
+
+    def strategy(self) -> str:
+        """A reduction's strategy: ``persistent``, ``looped`` or ``columns``; "" otherwise."""
+        if self.kind != "reduction":
+            return ""
+        return "columns" if self.columns else ("persistent" if self.persistent else "looped")
+
+    def line(self, kernel: str) -> str:
+        """One line: ``schedule KERNEL [triton]: BLOCKS; x order LOOPS[; tile A, B]``."""
+        parts = [self.text()]
+        if self.order:
+            parts.append("x order " + ", ".join(self.order))
+        if self.tile is not None:
+            parts.append(f"tile {self.tile[0]} (y), {self.tile[1]} (x)")
+        return f"schedule {kernel} [triton]: " + "; ".join(parts)
+
+    def blocks(self) -> tuple[str, ...]:
+        """The block sizes the kernel takes as ``tl.constexpr``, in its parameters' order."""
+        if self.kind == "tiled":
+            return ("YBLOCK", "XBLOCK")
+        if self.kind == "reduction":
+            return ("XBLOCK", "RBLOCK")
+        return ("XBLOCK",)
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n.bit_length() - 1)
+
+
+def _static(d: Dim) -> int | None:
+    return d if isinstance(d, int) else None
+
+
+def block_schedule(plan: KernelPlan) -> BlockSchedule:
+    """Every decision about how ``plan``'s loops map to Triton blocks (the sizes' rules)."""
+    xloops = [lp for lp in plan.loops if not lp.reduction]
+    order = tuple(lp.var.name for lp in xloops)
+    numel = _static(plan.numel)
+    if plan.reduction:
+        rnumel = _static(plan.rnumel)
+        columns = walks_columns(plan)
+        if rnumel is not None and rnumel <= PERSISTENT_MAX and not columns:
+            rblock = _pow2(rnumel)
+            xblock = max(1, PERSISTENT_BLOCK // rblock) if xloops else 1
+            if numel is not None:
+                # few rows (a split reduction's chunks): one program each up to MIN_PROGRAMS,
+                # rather than a few programs of many rows on a few multiprocessors
+                xblock = min(xblock, _pow2(numel), max(1, _pow2_floor(numel // MIN_PROGRAMS)))
+            warps = 16 if rblock * xblock >= 8192 else (8 if rblock * xblock >= 2048 else 4)
+            return _reduction(xblock, rblock, warps, order, persistent=True)
+        warps = 8
+        if columns and rnumel is not None and rnumel * COLUMN_BLOCKS[0] < PERSISTENT_BLOCK:
+            # a few rows (Llama's backward sums its 4 repeated key heads; a split sum's
+            # chunks): a block of all the rows and 8 contiguous outputs a thread, as a
+            # pointwise kernel would. 1,048,576 bf16 outputs of 4 rows on an H200: 32 x 4
+            # blocks of 16 warps 55 us, 512 outputs of 8 warps 42, 1024 of 8 warps 16, 1024
+            # of 4 warps 7.5 (a copy of the input takes 9.2)
+            rblock = _pow2(rnumel)
+            xblock = 1024 if rblock <= 8 else 512
+            if numel is not None:
+                xblock = min(xblock, _pow2(numel))
+            warps = max(1, xblock // 256)
+            return _reduction(xblock, rblock, warps, order, columns=True)
+        if columns:  # outputs on the fast axis: many of them, few rows at a time
+            xblock, rblock, warps = COLUMN_BLOCKS
+        else:
+            xblock, rblock = 1, LOOPED_RBLOCK
+        if numel is not None:
+            xblock = min(xblock, _pow2(numel))
+        if rnumel is not None:
+            rblock = min(rblock, _pow2(rnumel))
+        return _reduction(xblock, rblock, warps, order, columns=columns)
+    tile = _tile(plan)
+    if tile is not None:
+        return tile
+    order = tuple(lp.var.name for lp in memory_order(plan, xloops))
+    if _costly_ops(plan) >= HEAVY_OPS and (numel is None or numel >= 256 * 8):
+        return BlockSchedule(Layout.POINTWISE.value, 256, num_warps=8, order=order)
+    xblock = POINTWISE_BLOCK if numel is None else min(POINTWISE_BLOCK, _pow2(numel))
+    warps = max(1, min(4, xblock // 256))
+    return BlockSchedule(Layout.POINTWISE.value, xblock, num_warps=warps, order=order)
+
+
+def _reduction(
+    xblock: int,
+    rblock: int,
+    warps: int,
+    order: tuple[str, ...],
+    persistent: bool = False,
+    columns: bool = False,
+) -> BlockSchedule:
+    return BlockSchedule(
+        Layout.REDUCTION.value,
+        xblock,
+        RBLOCK=rblock,
+        num_warps=warps,
+        persistent=persistent,
+        columns=columns,
+        order=order,
+    )
+
+
+def x_loops(plan: KernelPlan, s: BlockSchedule) -> list[Any]:
+    """The pointwise loops of ``s``'s flat index in its order (the plan's where ``s`` names
+    none: a schedule written by hand); tiled: the loops on the grid's third axis."""
+    xloops = [lp for lp in plan.loops if not lp.reduction]
+    if s.tile is not None:
+        xloops = [lp for lp in xloops if lp.var.name not in s.tile]
+    if not s.order:
+        return xloops
+    by_name = {lp.var.name: lp for lp in xloops}
+    return [by_name[v] for v in s.order if v in by_name]
+
+
+def _costly_ops(plan: KernelPlan) -> int:
+    from fir.ir.ops import COSTLY_OPS
+
+    return sum(isinstance(i, Compute) and i.op in COSTLY_OPS for i in plan.instrs)
+
+
+def candidates(plan: KernelPlan) -> list[BlockSchedule]:
+    """A few schedules around the chosen one, for tuning (``benchmarks/tune_triton.py``)
+    and the ``autotune`` option: block sizes and warps of the same layout."""
+    base = block_schedule(plan)
+    out = [base]
+
+    def add(c: BlockSchedule) -> None:
+        if c not in out:
+            out.append(c)
+
+    if base.kind == "pointwise":
+        for xb in (256, 512, 1024, 2048, 4096):
+            if xb <= max(base.XBLOCK, 256) * 4:
+                for w in (2, 4, 8):
+                    add(
+                        replace(base, XBLOCK=min(xb, _pow2(_static(plan.numel) or xb)), num_warps=w)
+                    )
+    elif base.kind == "tiled":
+        for yb, xb in ((32, 32), (64, 64), (32, 64), (64, 32), (128, 32), (32, 128), (64, 128)):
+            for w in (4, 8):
+                add(replace(base, YBLOCK=yb, XBLOCK=xb, num_warps=w))
+    elif base.persistent:
+        for xb in (1, 2, 4, 8, 16, 32):
+            if xb * base.RBLOCK <= 16384 and xb <= _pow2(_static(plan.numel) or xb):
+                for w in (4, 8, 16):
+                    add(replace(base, XBLOCK=xb, num_warps=w))
+    else:
+        for xb, rb in (
+            (1, 1024),
+            (1, 2048),
+            (1, 4096),
+            (2, 1024),
+            (8, 256),
+            (16, 128),
+            (32, 64),
+            (32, 128),
+            (64, 32),
+            (64, 64),
+            (64, 128),
+            (128, 32),
+        ):
+            if xb <= _pow2(_static(plan.numel) or xb):
+                for w in (4, 8, 16):
+                    add(
+                        replace(
+                            base,
+                            XBLOCK=xb,
+                            RBLOCK=min(rb, _pow2(_static(plan.rnumel) or rb)),
+                            num_warps=w,
+                        )
+                    )
+    return out
+
+
+def _tile(plan: KernelPlan) -> BlockSchedule | None:
+    """The tiled layout, where the plan has a ``tile`` pair both at least two tiles long and
+    the grid's second and third axes hold the rest."""
+    if plan.tile is None:
+        return None
+    order = [lp.var.name for lp in plan.loops]
+    a, b = sorted(plan.tile, key=order.index)  # b: the inner loop, on the fast axis
+    size = {lp.var.name: lp.size for lp in plan.loops}
+    sa, sb = _static(size[a]), _static(size[b])
+    if sa is None or sb is None or sa < 2 * TILE or sb < 2 * TILE:
+        return None
+    others = [lp for lp in plan.loops if lp.var.name not in (a, b)]
+    rest = _static(dims_mul([lp.size for lp in others]))
+    if rest is None or rest > GRID_LIMIT or -(-sa // TILE) > GRID_LIMIT:
+        return None
+    return BlockSchedule(
+        Layout.TILED.value,
+        TILE,
+        YBLOCK=TILE,
+        num_warps=4,
+        tile=(a, b),
+        order=tuple(lp.var.name for lp in others),
+    )
+
+
+def memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
+    """A pointwise kernel's loops in the order its first store walks memory (the largest stride
+    outermost), so that consecutive lanes of a block store, and mostly load, consecutive
+    elements: any order is legal for a pointwise kernel, and the plan's may put a strided loop
+    innermost (NCHW batch norm's channel loop)."""
+    from .index_text import stride
+
+    store = next((i for i in plan.instrs if isinstance(i, Store)), None)
+    if store is None or isinstance(store.index, int):
+        return loops
+    strides = [stride(store.index, lp.var) for lp in loops]
+    if not all(isinstance(st, int) for st in strides):
+        return loops
+    order = sorted(range(len(loops)), key=lambda k: -strides[k])
+    return [loops[k] for k in order]
+
+
+def walks_columns(plan: KernelPlan) -> bool:
+    """Whether the loads walk memory along a pointwise loop (``x.sum(0)``): then a block
+    holds many outputs of few rows. A load that does not move with the reduction (one value
+    a row, like the token id an embedding row is gathered by) is read once a row whatever the
+    layout, and does not count."""
+    from .index_text import stride
+
+    xvars = [lp.var for lp in plan.loops if not lp.reduction]
+    rvars = [lp.var for lp in plan.loops if lp.reduction]
+    for i in plan.instrs:
+        if not isinstance(i, Load) or isinstance(i.index, int):
+            continue
+        if all(stride(i.index, v) == 0 for v in rvars):
+            continue
+        along_x = any(stride(i.index, v) == 1 for v in xvars)
+        if along_x and not any(stride(i.index, v) == 1 for v in rvars):
+            return True
+    return False
+
+
+def keeps_rows(plan: KernelPlan) -> bool:
+    """Whether a kernel's scratch rows can stay in registers: its reduction is persistent."""
+    return block_schedule(plan).persistent
+
+
+def schedule_lines(g: Any) -> list[str]:
+    """One line per kernel of function ``g``, each scheduled from the plan the Triton back end
+    renders (scratch rows only in a persistent reduction)."""
+    from .program import plan_program
+
+    return [
+        block_schedule(k).line(k.name) for k in plan_program(g, scratch_rows=keeps_rows).kernels()
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fir.backends.plan.block_schedule FILE [-p PIPELINE]``: each kernel's block
+    schedule (the lines ``fir-translate --target plan`` is to print for the Triton back end)."""
+    import argparse
+
+    from fir.ir.errors import FirError
+    from fir.passes.pipeline import parse_pipeline
+    from fir.passes.verify import read_program
+
+    p = argparse.ArgumentParser(prog="block_schedule")
+    p.add_argument("input")
+    p.add_argument("-p", "--pipeline", default="cuda")
+    args = p.parse_args(argv)
+    try:
+        with open(args.input, encoding="utf-8") as f:
+            module = read_program(f.read(), args.input)
+        module = parse_pipeline(args.pipeline).run(module)
+        for g in module.funcs:
+            for line in schedule_lines(g):
+                print(line)
+    except FirError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
