@@ -14,6 +14,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from fir.ir.accumulators import Component, extreme, state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
@@ -318,42 +319,22 @@ def accumulator(kind: str, dtype: DType) -> Accumulator:
 
 
 def accumulator_types(kind: str, dtype: DType) -> tuple[tuple[str, DType], ...]:
-    """The C++ type of each state component and the dtype it stands for (for casts), given the
-    dtype of the reduced values: sums and products of integers in int64 (torch's rule, the same
-    result modulo 2^n), everything of f16/bf16 in float."""
-    if kind in ("sum", "prod"):
-        if dtype.is_float:
-            return ((CTYPE[dtype], DType.F64 if dtype is DType.F64 else DType.F32),)
-        return (("int64_t", DType.I64),)
-    if kind in ("max", "min"):
-        return ((CTYPE[dtype], dtype),)
-    if kind == "any":
-        return (("bool", DType.BOOL),)
-    if kind in ("argmax", "argmin"):
-        return ((CTYPE[dtype], dtype), ("int64_t", DType.I64))
-    if kind == "welford":
-        t = DType.F64 if dtype in (DType.F64, DType.I64, DType.I32) else DType.F32
-        return ((CTYPE[t], t),) * 3
-    raise KeyError(f"unknown reduction kind '{kind}'")
+    """The C++ type of each state component (:func:`fir.ir.accumulators.state`) and the dtype
+    it stands for (for casts): a float holds an f16/bf16 value."""
+    return tuple((CTYPE[c.dtype], c.dtype) for c in state(kind, dtype))
 
 
 def accumulator_init(kind: str, dtype: DType) -> tuple[str, ...]:
-    """Initial values of the state components."""
-    if kind == "sum":
-        return ("0",)
-    if kind == "prod":
-        return ("1",)
-    if kind == "any":
-        return ("false",)
-    if kind in ("max", "min", "argmax", "argmin"):
-        low = kind in ("max", "argmax")
-        if dtype.is_float:
-            value = literal(-math.inf if low else math.inf, dtype)
-        elif dtype.is_bool:
-            value = "false" if low else "true"
-        else:
-            value = f"fir_lowest<{CTYPE[dtype]}>()" if low else f"fir_highest<{CTYPE[dtype]}>()"
-        return (value, "-1") if kind.startswith("arg") else (value,)
-    if kind == "welford":
-        return ("0", "0", "0")
-    raise KeyError(f"unknown reduction kind '{kind}'")
+    """The state components' start values as C++ expressions."""
+    return tuple(_start(c) for c in state(kind, dtype))
+
+
+def _start(c: Component) -> str:
+    if c.dtype.is_bool:
+        return "true" if c.start else "false"
+    if isinstance(c.start, float):
+        return literal(c.start, c.dtype) if math.isinf(c.start) else str(int(c.start))
+    for lowest, name in ((True, "fir_lowest"), (False, "fir_highest")):
+        if c.start == extreme(c.dtype, lowest):  # a literal of the range's end overflows
+            return f"{name}<{CTYPE[c.dtype]}>()"
+    return str(c.start)

@@ -66,6 +66,7 @@ from fir.backends.plan.schedule import (
     keeps_scratch_rows,
     schedule,
 )
+from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
@@ -885,33 +886,17 @@ class _Kernel:
         self.acc_init[i.acc] = init
 
     def acc_start(self, i: AccInit) -> tuple[str, list[Any]]:
-        """An accumulator's kind and the initial value of each of its components."""
-        vt = value_type(i.dtype)
-        if i.kind in ("sum", "prod"):
-            t = (F64 if i.dtype is DType.F64 else F32) if i.dtype.is_float else I64
-            init = [ir.Constant(t, 0 if i.kind == "sum" else 1)]
-        elif i.kind == "any":
-            t, init = I1, [ir.Constant(I1, 0)]
-        elif i.kind in ("max", "min", "argmax", "argmin"):
-            low = i.kind in ("max", "argmax")
-            if i.dtype.is_float:
-                start = ir.Constant(vt, float("-inf") if low else float("inf"))
-            elif i.dtype.is_bool:
-                start = ir.Constant(I1, 0 if low else 1)
-            elif i.dtype is DType.U8:
-                start = ir.Constant(vt, 0 if low else 255)
-            else:
-                w = vt.width
-                start = ir.Constant(vt, -(2 ** (w - 1)) if low else 2 ** (w - 1) - 1)
-            t, init = vt, [start]
-            if i.kind.startswith("arg"):
-                init.append(ir.Constant(I64, -1))
-        elif i.kind == "welford":
-            t = F64 if i.dtype in (DType.F64, DType.I64, DType.I32) else F32
-            init = [ir.Constant(t, 0.0)] * 3
-        else:
-            raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'")
-        return i.kind, init
+        """An accumulator's kind and the start value of each of its components
+        (:func:`fir.ir.accumulators.state`)."""
+        try:
+            components = state(i.kind, i.dtype)
+        except KeyError:
+            raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'") from None
+        start = [
+            ir.Constant(value_type(c.dtype), int(c.start) if isinstance(c.start, bool) else c.start)
+            for c in components
+        ]
+        return i.kind, start
 
     def _accumulate(self, i: Accumulate) -> None:
         b = self.b
