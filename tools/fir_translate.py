@@ -60,10 +60,12 @@ def translate(module: object, target: str, opt: bool = False) -> str:
 
 
 def _plan_text(g: object) -> str:
-    """A function's plan, then each kernel's loop schedule for the scalar loop-nest family:
-    one line per kernel and back end, each scheduled from the plan that back end renders (the
-    LLVM back end keeps no scratch row in a column reduction)."""
+    """A function's plan, then each kernel's schedule: one line per kernel and back end, each
+    scheduled from the plan that back end renders (the LLVM back end keeps no scratch row in a
+    column reduction; Triton keeps them only in a persistent reduction): the scalar loop-nest
+    family's (C++, LLVM), then the block family's (Triton)."""
     from fir.backends.plan import plan_program
+    from fir.backends.plan.block_schedule import schedule_lines
     from fir.backends.plan.schedule import CPP, LLVM, schedule
     from fir.backends.registry import backend_named
 
@@ -73,6 +75,7 @@ def _plan_text(g: object) -> str:
     for k in plan.kernels():
         lines.append(schedule(k, CPP).text())
         lines.append(schedule(llvm[k.name], LLVM).text())
+    lines += schedule_lines(g)  # the block family's (Triton's), from the plan it renders
     return plan.text() + ("\n" + "\n".join(lines) + "\n" if lines else "")
 
 

@@ -22,7 +22,6 @@ the ``# ...`` comment at the head of each generated kernel is :meth:`BlockSchedu
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -346,33 +345,3 @@ def schedule_lines(g: Any) -> list[str]:
     return [
         block_schedule(k).line(k.name) for k in plan_program(g, scratch_rows=keeps_rows).kernels()
     ]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fir.backends.plan.block_schedule FILE [-p PIPELINE]``: each kernel's block
-    schedule (the lines ``fir-translate --target plan`` is to print for the Triton back end)."""
-    import argparse
-
-    from fir.ir.errors import FirError
-    from fir.passes.pipeline import parse_pipeline
-    from fir.passes.verify import read_program
-
-    p = argparse.ArgumentParser(prog="block_schedule")
-    p.add_argument("input")
-    p.add_argument("-p", "--pipeline", default="cuda")
-    args = p.parse_args(argv)
-    try:
-        with open(args.input, encoding="utf-8") as f:
-            module = read_program(f.read(), args.input)
-        module = parse_pipeline(args.pipeline).run(module)
-        for g in module.funcs:
-            for line in schedule_lines(g):
-                print(line)
-    except FirError as e:
-        print(e.render(), file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

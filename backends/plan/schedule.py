@@ -22,6 +22,7 @@ from enum import Enum
 import sympy
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
+from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.types import Dim, dim_str, dims_mul
 
 from .instructions import (
@@ -59,7 +60,6 @@ COLUMN_MIN = 8  # a pointwise loop shorter than this is no column worth blocking
 TILE_BYTES = 128
 TILE_MIN = 32  # elements a side, at least
 MAX_THREADS = 64  # per-thread states of a split whole-tensor reduction
-DIVIDES = ("floordiv", "mod")  # integer ops that fail on a zero divisor
 
 
 class Kind(Enum):
@@ -234,7 +234,7 @@ def can_fail(i: Instr, int_operands: set[str]) -> bool:
     an iteration early, so it is never vectorised nor split among threads."""
     if isinstance(i, CheckIndex):
         return True
-    if isinstance(i, Compute) and i.op in DIVIDES:
+    if isinstance(i, Compute) and i.op in FAILS_ON_ZERO_DIVISOR:
         a, b = i.args[0], i.args[1]
         integer = (isinstance(a, str) and a in int_operands) or (
             isinstance(b, str) and b in int_operands

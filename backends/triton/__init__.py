@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from fir.backends.plan import KernelPlan, ProgramPlan, plan_program
+from fir.backends.plan import ProgramPlan, plan_program
+from fir.backends.plan.block_schedule import keeps_rows
 from fir.ir.graph import Graph
 
 from .build import TritonKernels, build_program
@@ -36,11 +37,6 @@ def interpreting() -> bool:
 def default_device() -> str:
     """Where Triton kernels run: CUDA, or the CPU under Triton's interpreter."""
     return "cpu" if interpreting() else "cuda"
-
-
-def keeps_rows(plan: KernelPlan) -> bool:
-    """Whether a kernel's scratch rows can stay in registers: its reduction is persistent."""
-    return choose_config(plan).persistent
 
 
 def plan_for_triton(g: Graph) -> ProgramPlan:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from fir.backends.cpp.ops import round_to
+from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
@@ -130,7 +131,6 @@ BOOL_OPS: dict[str, str] = {
 }
 
 # integer ops that fail on a zero divisor (the interpreter raises ZeroDivisionError)
-DIVIDES = ("floordiv", "mod")
 
 TL: dict[DType, str] = {
     DType.BOOL: "tl.int1",
@@ -148,7 +148,7 @@ TL: dict[DType, str] = {
 
 def compute_type(dtype: DType) -> str:
     """The ``tl`` type values of ``dtype`` are computed in (f16 and bf16 in f32)."""
-    return "tl.float32" if dtype in (DType.F16, DType.BF16) else TL[dtype]
+    return TL[dtype.compute_dtype]
 
 
 def cast_expr(value: str, source: DType, target: DType) -> str:
@@ -156,7 +156,7 @@ def cast_expr(value: str, source: DType, target: DType) -> str:
     bool by comparing with zero, to f16/bf16 by rounding (and computing on in f32)."""
     if target is DType.BOOL:
         return f"({value} != 0)"
-    if target in (DType.F16, DType.BF16):
+    if target.is_narrow_float:
         return f"{value}.to({TL[target]}).to(tl.float32)"
     if source is DType.BOOL and target.is_float:
         return f"{value}.to(tl.int8).to({TL[target]})"
@@ -226,36 +226,17 @@ def scalar(lit: Literal | bool | int | float | None, dtype: DType, exact: bool =
 
 def identity(kind: str, dtype: DType) -> str:
     """The value an accumulator of ``kind`` over ``dtype`` values starts from (and masked-out
-    lanes contribute)."""
-    if kind == "sum" or kind == "any":
-        return "0"
-    if kind == "prod":
-        return "1"
-    if kind in ("max", "min", "argmax", "argmin"):
-        low = kind in ("max", "argmax")
-        if dtype.is_float:
-            return "float('-inf')" if low else "float('inf')"
-        if dtype.is_bool:
-            return "0" if low else "1"
-        bits = dtype.itemsize * 8
-        if dtype is DType.U8:
-            return "0" if low else "255"
-        return str(-(2 ** (bits - 1))) if low else str(2 ** (bits - 1) - 1)
-    if kind == "welford":
-        return "0.0"
-    raise KeyError(f"unknown reduction kind '{kind}'")
+    lanes contribute): the first component of :func:`fir.ir.accumulators.state`, as the
+    Python value of a ``tl.full``."""
+    start = state(kind, dtype)[0].start
+    if isinstance(start, bool):
+        return "1" if start else "0"
+    if isinstance(start, float) and math.isinf(start):
+        return "float('inf')" if start > 0 else "float('-inf')"
+    return str(int(start))
 
 
 def accumulator_type(kind: str, dtype: DType) -> str:
-    """The ``tl`` type of an accumulator's value component, given the reduced values' dtype:
-    sums and products of integers in int64 (torch's rule), f16/bf16 in f32, welford in f32 (or
-    f64 for f64 and 32/64-bit integers, as the C++ back end)."""
-    if kind in ("sum", "prod"):
-        if dtype.is_float:
-            return "tl.float64" if dtype is DType.F64 else "tl.float32"
-        return "tl.int64"
-    if kind == "any":
-        return "tl.int1"
-    if kind == "welford":
-        return "tl.float64" if dtype in (DType.F64, DType.I64, DType.I32) else "tl.float32"
-    return compute_type(dtype)
+    """The ``tl`` type of an accumulator's value component
+    (:func:`fir.ir.accumulators.state`)."""
+    return compute_type(state(kind, dtype)[0].dtype)

@@ -63,11 +63,11 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
+from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.types import Dim, dims_mul
 
 from .ops import (
     BOOL_OPS,
-    DIVIDES,
     F64_OPS,
     INT_OPS,
     OPS,
@@ -262,7 +262,7 @@ class _Writer:
         return "\n".join(head + self.lines) + "\n"
 
     def _divides(self, i: Any) -> bool:
-        if not isinstance(i, Compute) or i.op not in DIVIDES or i.dtype.is_float:
+        if not isinstance(i, Compute) or i.op not in FAILS_ON_ZERO_DIVISOR or i.dtype.is_float:
             return False
         d = i.args[1]
         return not (isinstance(d, Literal) and d.value not in (0, None))
@@ -399,7 +399,7 @@ class _Writer:
             other = literal(i.other, i.dtype) if i.other is not None else "0"
             args += f", mask={mask}, other={other}"
         value = f"tl.load({args})"
-        if i.dtype in (DType.F16, DType.BF16):
+        if i.dtype.is_narrow_float:
             value += ".to(tl.float32)"
         self.emit(f"{dst} = {value}")
         self.dims[i.dst] = dims
@@ -416,7 +416,7 @@ class _Writer:
         ptr = f"{self.name('buffer', i.buffer)} + ({idx})"
         if idims != dims:
             ptr += f" + {self.zeros(dims)}"
-        if i.dtype in (DType.F16, DType.BF16, DType.BOOL) or isinstance(i.value, Literal):
+        if i.dtype.is_narrow_float or i.dtype.is_bool or isinstance(i.value, Literal):
             value = (
                 f"({value}).to({TL[i.dtype]})"
                 if not isinstance(i.value, Literal)
