@@ -1,6 +1,6 @@
 """The Hugging Face models FIR is judged on, built from configs with random weights (nothing is
 downloaded): GPT-2 124M, a Llama-style decoder, BERT-base and the T5-small encoder. Shared by
-the GPU tests (tests/test_models_gpu.py) and the model benchmarks. ``transformers`` is a
+the GPU tests (tests/frontend/test_models_gpu.py) and the model benchmarks. ``transformers`` is a
 benchmark-only extra, never a runtime dependency of FIR."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ CATEGORIES: dict[str, str] = {
     "compare": "Elementwise comparison of two operands of one dtype; shapes broadcast; result bool.",
     "ternary": "`where %cond, %a, %b`: a bool condition selects between two operands of one dtype; shapes broadcast.",
     "cast": "Dtype conversion; the result dtype is the declared result type's (`: f16[...]` at tensor level, `: f16` in a loop body). "
-    "Every back end converts as the interpreter does (`tests/test_casts.py` checks the values below on each):\n\n"
+    "Every back end converts as the interpreter does (`tests/ir/test_casts.py` checks the values below on each):\n\n"
     "- float → float: round to nearest even; beyond the target's range, ±inf; NaN stays NaN.\n"
     "- integer or bool → float: round to nearest.\n"
     "- integer → integer: the low bits of the two's complement value (`300 → i8` is 44, `-1 → u8` is 255); bool → 0 or 1.\n"

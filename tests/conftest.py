@@ -10,7 +10,7 @@ _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
-# Without a GPU, Triton kernels run in Triton's interpreter (tests/test_triton.py). Triton reads
+# Without a GPU, Triton kernels run in Triton's interpreter (tests/backends/test_triton.py). Triton reads
 # the switch when it is first imported (its own library functions are made then), so it is set
 # here, before any test module imports Triton.
 try:

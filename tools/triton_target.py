@@ -1,7 +1,7 @@
 """``python -m fir.tools.triton_target [FILE.fir ...] [--benchmarks]``: compile every Triton kernel
 of the given programs (after the ``fusion`` pipeline) and of the GPU benchmark programs for a
 CUDA target (sm_90 by default) on a machine with no GPU; exit 1 if any does not compile. The
-test suite runs it (``tests/test_triton.py``) so that CI catches a kernel Triton rejects.
+test suite runs it (``tests/backends/test_triton.py``) so that CI catches a kernel Triton rejects.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ An entry is a ``str.format`` pattern over the operands (``{0}``, ``{1}``, ``{2}`
 always names or literals, so no entry needs parentheses around its operands. The helpers the
 entries call (``fir_*``) are defined in :mod:`.prelude`, overloaded by type where the semantics
 differ (``fir_floordiv`` of ints and of floats), so one line serves every dtype. Adding an op to
-FIR means one line here (``tests/test_cpp_render.py`` checks that every elementwise op has one).
+FIR means one line here (``tests/backends/test_cpp_render.py`` checks that every elementwise op has one).
 """
 
 from __future__ import annotations

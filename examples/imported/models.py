@@ -1,5 +1,5 @@
 """The PyTorch programs behind the imported examples (``regenerate.sh`` runs ``fir-import`` on
-each; ``tests/test_frontend.py`` rebuilds them with the same seed and checks the interpreter
+each; ``tests/frontend/test_frontend.py`` rebuilds them with the same seed and checks the interpreter
 against eager PyTorch).
 
 Three kinds of target: plain functions (``rms_norm`` …), an ``nn.Module`` subclass built with no
