@@ -206,7 +206,12 @@ print(kernels.path)
 def test_two_processes_build_the_same_library_at_once(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     go = tmp_path / "go"
-    script = _WORKER.format(here=str(Path(__file__).parent), tests=str(Path(__file__).parents[1]), go=str(go), root=str(tmp_path))
+    script = _WORKER.format(
+        here=str(Path(__file__).parent),
+        tests=str(Path(__file__).parents[1]),
+        go=str(go),
+        root=str(tmp_path),
+    )
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
