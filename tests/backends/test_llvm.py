@@ -468,3 +468,28 @@ def test_only_loops_that_read_what_they_write_in_place_are_parallel() -> None:
     # stores that do not step by one element (a strided or repeated element) are left alone
     assert not _independent([("m", "x1")], ("g", "2*x1"), set())
     assert not _independent([("m", "x1")], ("g", "x0"), set())
+
+
+def test_kernel_teams_follow_the_openmp_runtime_not_the_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An llvm kernel's team is the OpenMP runtime's ``omp_get_max_threads()`` (which
+    ``torch.set_num_threads`` sets, as for the C++ back end's regions), ``FIR_LLVM_THREADS``
+    overriding it: a team of its own size made libgomp shrink and regrow its pool around
+    PyTorch's BLAS (T5 on 16 cores 2x slower than the C++ back end)."""
+    from fir.backends.llvm import build
+    from fir.backends.llvm.omp import max_threads
+
+    if max_threads() is None:
+        pytest.skip("no libgomp in this process")
+    monkeypatch.delenv("FIR_LLVM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert build._threads() == 1
+        torch.set_num_threads(max(2, before))
+        assert build._threads() == max(2, before)
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.setenv("FIR_LLVM_THREADS", "3")
+    assert build._threads() == 3
