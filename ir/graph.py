@@ -362,6 +362,15 @@ class Graph:
                 out.setdefault(id(v), []).append(n)
         return out
 
+    def size_hints(self) -> dict[str, int]:
+        """The size each symbol had where the graph was traced (its ``size_hints`` attribute,
+        which the PyTorch import writes under ``dynamic=True``), by symbol name. A hint guides
+        choices that only cost time (padding a product, a reduction's block), never one that a
+        size must satisfy."""
+        hints = self.attrs.get("size_hints") or []
+        assert isinstance(hints, list)
+        return {str(pair[0]): int(pair[1]) for pair in hints if isinstance(pair, list)}
+
     def fresh_name(self, prefix: str = "v") -> str:
         taken = {v.name for v in self.values()}
         k = 0

@@ -112,6 +112,9 @@ class KernelPlan:
     tile: tuple[str, str] | None = None  # two pointwise loops a renderer may tile together
     errors: dict[int, str] = field(default_factory=dict)  # error code -> what went wrong
     scratch: list[Scratch] = field(default_factory=list)  # rows kept between reduction passes
+    # the traced size of each of ``sizes`` that has one (Graph.size_hints): what a schedule
+    # guesses a symbolic size to be, for a choice that only costs time
+    hints: dict[str, int] = field(default_factory=dict)
 
     def text(self) -> str:
         """The readable form (``fir-translate --target plan``)."""
@@ -125,7 +128,8 @@ class KernelPlan:
             mode = "inout" if a.read and a.written else ("out" if a.written else "in")
             lines.append(f"  arg {mode} %{a.name}: {a.dtype}[{dim_str(a.elements)}]")
         for s in self.sizes:
-            lines.append(f"  arg size {s}: i64")
+            hint = f"  // traced at {self.hints[s]}" if s in self.hints else ""
+            lines.append(f"  arg size {s}: i64{hint}")
         if self.local:
             lines.append("  local " + ", ".join("%" + n for n in self.local))
         if self.tile is not None:

@@ -164,6 +164,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
     errors: dict[int, str] = {}
     next_error = 1
     kernel_names: set[str] = set()
+    hints = g.size_hints()
     readers = g.users()
     returned = {id(v) for v in g.outputs}
     for st in steps(g):
@@ -188,6 +189,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
             name = st.kernel.name if st.kernel is not None else first.result.name
             name = unique_name(_c_name(name), kernel_names, "_")
             plan = plan_kernel(st, name, next_error, scratch_rows)
+            plan.hints = {s: hints[s] for s in plan.sizes if s in hints}
             next_error += len(plan.errors)
             errors.update(plan.errors)
             out_steps.append(KernelStep(plan))

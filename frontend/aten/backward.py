@@ -5,9 +5,8 @@ tensor ops so that they fuse like the forward: activation gradients (``threshold
 of views that place a slice back into zeros (``select_backward``, ``slice_backward``), and
 attention's (``_scaled_dot_product_flash_attention_for_cpu_backward``: the probabilities again
 from the forward's logsumexp, then matmuls).
-``embedding_dense_backward`` is a scatter-add, which FIR has no op for: it is emitted as extern
-calls on purpose (a mapping, not a fallback): on a GPU ``zeros`` and ``index_add_`` (atomic
-adds) unless deterministic algorithms are asked for, else the aten op. The softmax gradients
+``embedding_dense_backward`` is a scatter-add, which FIR has no op for: it is emitted as an
+extern call on purpose (a mapping, not a fallback). The softmax gradients
 (``_softmax_backward_data``, ``_log_softmax_backward_data``) and ``native_dropout_backward`` live
 with their forward ops in :mod:`.nn`.
 
@@ -22,9 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
 from fir.ir.dtypes import DType
-from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Literal, Value
 from fir.ir.types import TensorType
 
@@ -271,12 +268,14 @@ def _embedding_dense_backward(
     scale_grad_by_freq: bool,
 ) -> Value:
     # A scatter-add (rows of grad summed into the rows its indices name): FIR has no scatter op,
-    # so this is an extern call, on purpose
+    # so this is an extern call, on purpose. On a GPU, zeros and an atomic ``index_add_`` in f32
+    # (Inductor's choice: 3-4 launches where this kernel's sort takes 29) made training steps
+    # slower in interleaved runs on an H200 (T5 9.99 against 9.20 ms, GPT-2 15.45 against
+    # 14.78): T5's relative-position bias adds 262,144 rows into 32, and index_add_ costs
+    # more host time a call than the launches it saves
     g, idx = _tensor(grad), _tensor(indices, "indices")
     if not isinstance(num_weights, int):
         raise Fallback("symbolic vocabulary size")
-    if _atomic_embedding_backward_fits(em, g, idx, scale_grad_by_freq):
-        return _embedding_backward_by_index_add(em, g, idx, num_weights, int(padding_idx))
     node = ExternNode(
         results=[],
         callee="aten.embedding_dense_backward.default",
@@ -286,60 +285,6 @@ def _embedding_dense_backward(
     node.results = [Value(em.name(), em.out_type(), node, 0)]
     em.nodes.append(node)
     return node.results[0]
-
-
-def _atomic_embedding_backward_fits(
-    em: Emitter, g: Value, idx: Value, scale_grad_by_freq: bool
-) -> bool:
-    """Whether the gradient can be summed by atomic adds: on a GPU, where ATen's deterministic
-    kernel sorts the indices first (29 launches a call: a radix sort, scans, a segmented sum;
-    T5's two embeddings cost more host time a training step than any other op), with static
-    sizes and no scaling by frequency, and only where the user has not asked for deterministic
-    algorithms: the order of atomic adds, and so the rounding of a sum, varies from run to run
-    (Inductor makes the same choice)."""
-    if em.out_meta().device.type != "cuda" or scale_grad_by_freq:
-        return False
-    if torch.are_deterministic_algorithms_enabled():
-        return False
-    sized = all(isinstance(d, int) for d in (*g.type.shape, *idx.type.shape))
-    return sized and g.type.rank == idx.type.rank + 1
-
-
-def _embedding_backward_by_index_add(
-    em: Emitter, g: Value, idx: Value, num_weights: int, padding_idx: int
-) -> Value:
-    """zeros([num_weights, dim]) then ``index_add_`` of grad's rows, in f32 for f16/bf16 (the
-    sums ATen's kernel keeps in f32), then the padding row zeroed and the dtype rounded once in
-    one FIR kernel: 3-4 launches in place of 29."""
-    shape = _static_shape(g)
-    dim, rows = shape[-1], math.prod(shape[:-1])
-    acc = g.type.dtype.compute_dtype
-    sums_type = TensorType(acc, (num_weights, dim))
-    zeros = ExternNode(
-        results=[],
-        callee="aten.zeros.default",
-        args=[[num_weights, dim]],
-        kwargs={"dtype": acc, "device": encode_torch_object(em.out_meta().device)},
-    )
-    sums = Value(em.name("sums"), sums_type, zeros, 0)
-    zeros.results = [sums]
-    em.nodes.append(zeros)
-    source = _reshape_to(em, em.cast(g, acc), (rows, dim), hint="rows")
-    flat = _reshape_to(em, idx, (rows,), hint="ids")
-    add = ExternNode(
-        results=[],
-        callee="aten.index_add_.default",
-        args=[sums, 0, flat, source],
-        attrs={"mutates": [0]},
-    )
-    add.results = [Value(em.name("added"), sums_type, add, 0)]
-    em.nodes.append(add)
-    out: Value = sums
-    if 0 <= padding_idx < num_weights:  # that row's gradient is zero (it is not trained)
-        row = _reshape_to(em, _arange_i64(em, 0, num_weights, hint="wrow"), (num_weights, 1))
-        pad = _auto(em, "eq", [row, Literal(padding_idx)])
-        out = em.op("where", [pad, Literal(0.0), sums], sums_type, hint="unpadded")
-    return em.cast(out, em.out_dtype())
 
 
 def _swap_last(em: Emitter, x: Value, hint: str) -> Value:

@@ -6,10 +6,12 @@ variable: how far in the buffer's storage one step of that loop moves it (0: the
 depend on the loop, a broadcast). From those:
 
 * **Order.** Loops of size 1 are dropped (squeezed). The others are sorted, innermost last, by
-  pairwise votes, as Inductor's ``pick_loop_order`` does: loop ``a`` goes inside loop ``b`` when
-  more accesses move less along ``a`` than along ``b`` (an access that does not move along ``b``
-  votes for ``a``); a tie keeps the order of the node's ``over`` ranges. So the loop with stride
-  1 for the most accesses is innermost. Pointwise and reduction loops are ordered separately
+  pairwise votes, after Inductor's ``pick_loop_order``: loop ``a`` goes inside loop ``b`` when
+  the accesses that move less along ``a`` than along ``b`` (an access that does not move along
+  ``b`` votes for ``a``) outweigh the others. Unlike Inductor's, a vote weighs the elements the
+  access touches, so a few small broadcast parameters do not outvote the tensors a node
+  streams; a tie keeps the order of the node's ``over`` ranges. So the loop with stride 1 for
+  the most data is innermost. Pointwise and reduction loops are ordered separately
   (reduction loops stay inside).
 * **Merging.** Two neighbouring loops (outer ``o``, inner ``i``) merge when every access is
   contiguous across them, ``stride(o) == stride(i) * size(i)``, and affine in both (no
@@ -147,6 +149,7 @@ def plan_loops(n: LoopNode, keep_order: bool = False, merge: bool = True) -> Pla
     sizes = dict(n.ranges + n.reduction_ranges)
     all_vars = [v for v, _ in n.ranges + n.reduction_ranges]
     strides = [{v: a.stride(v, all_vars) for v in all_vars} for a in acc]
+    weights = [_footprint(s, sizes) for s in strides]
     current_pw, current_red = n.scheduled_vars()
 
     def order(variables: list[Any]) -> list[Any]:
@@ -156,8 +159,12 @@ def plan_loops(n: LoopNode, keep_order: bool = False, merge: bool = True) -> Pla
         position = {v: k for k, v in enumerate(kept)}
 
         def inner_first(a: Any, b: Any) -> int:
-            a_votes = sum(1 for s in strides if s[b] == 0 or (s[a] != 0 and s[a] < s[b]))
-            b_votes = sum(1 for s in strides if s[a] == 0 or (s[b] != 0 and s[b] < s[a]))
+            a_votes = sum(
+                w for s, w in zip(strides, weights) if s[b] == 0 or (s[a] != 0 and s[a] < s[b])
+            )
+            b_votes = sum(
+                w for s, w in zip(strides, weights) if s[a] == 0 or (s[b] != 0 and s[b] < s[a])
+            )
             if a_votes != b_votes:
                 return -1 if a_votes > b_votes else 1
             return position[b] - position[a]  # a tie: the later loop stays inside
@@ -179,6 +186,19 @@ def plan_loops(n: LoopNode, keep_order: bool = False, merge: bool = True) -> Pla
     plan = Plan(LoopSchedule(merged(pw), merged(red)))
     _tile_hint(plan, pw, acc, strides)
     return plan
+
+
+def _footprint(strides: dict[Any, int], sizes: dict[Any, Dim]) -> int:
+    """How many elements an access touches at most: the product of the sizes of the loops it
+    moves along (size symbols at their hints). A vote weighs this much: four per-channel
+    parameters of 64 elements (a batch norm's) must not outvote the two 8M-element tensors the
+    node streams, which their count alone did (the channel loop went innermost, 4096 apart)."""
+    out = 1
+    for v, s in strides.items():
+        if s != 0:
+            size = sizes[v]
+            out *= size if isinstance(size, int) else max(1, int(hint(size)))
+    return out
 
 
 def _is_one(size: Dim) -> bool:

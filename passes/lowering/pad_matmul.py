@@ -92,10 +92,8 @@ class PadMatmulPass(Pass):
 
 
 def size_hints(g: Graph) -> dict[sympy.Symbol, int]:
-    """The sizes ``g`` was traced at (its ``size_hints`` attribute, which the PyTorch import
-    writes under ``dynamic=True``), by symbol."""
-    hints = g.attrs.get("size_hints") or []
-    return {size_symbol(str(name)): int(value) for name, value in hints}
+    """:meth:`~fir.ir.graph.Graph.size_hints` by symbol."""
+    return {size_symbol(name): value for name, value in g.size_hints().items()}
 
 
 def _plan(

@@ -776,7 +776,7 @@ def test_compile_options_fix_what_triton_versions_default_differently(
 def test_gather_by_a_proven_index_has_no_check() -> None:
     # T5's relative-position bucket, [0, 29] into a 32-row table: bound without a check (no
     # error argument at all), and the same values as the interpreter; 29 rows keep the check
-    from test_ranges import bucket_program
+    from t5_bucket import bucket_program
 
     (program,) = check(bucket_program(realized=True), inputs=[torch.randn(32, 2)])
     source = program.kernels.source  # type: ignore[attr-defined]
@@ -786,3 +786,21 @@ def test_gather_by_a_proven_index_has_no_check() -> None:
     with pytest.raises(KernelIndexError):
         short(torch.randn(29, 2).to(DEVICE))
         short.synchronize()  # type: ignore[attr-defined]  # a GPU reports at the next call
+
+
+TRACED_ROWS = """
+func @softmax_rows(%x: f32[s0, s1]) -> (f32[s0, s1]) attributes {size_hints = [["s0", 6], ["s1", 24]]} {
+  %s = softmax %x {dim = -1} : f32[s0, s1]
+  return %s
+}
+"""
+
+
+@pytest.mark.parametrize("s0, s1", [(6, 24), (5, 40), (3, 100), (7, 1)])
+def test_a_row_of_symbolic_length_loops_in_blocks_sized_at_its_traced_length(
+    s0: int, s1: int
+) -> None:
+    """Several rows a program in blocks of the traced length (32 here), looping where a row
+    is longer: rows shorter, equal and longer than the block give the interpreter's values."""
+    (p,) = check(TRACED_ROWS, sizes={"s0": s0, "s1": s1}, atol=1e-6)
+    assert "XBLOCK=32, RBLOCK=32 looped" in p.kernels.source  # type: ignore[attr-defined]

@@ -79,6 +79,19 @@ def test_votes_put_the_most_contiguous_loop_inside() -> None:
     assert order_of(n) == "i1 < 8, i0 < 4"  # two reads along i0 beat the write along i1
 
 
+def test_small_broadcast_parameters_do_not_outvote_the_streamed_tensors() -> None:
+    """A batch norm's channel loop (i1) with four per-channel parameters: by count they outvote
+    the read and the write contiguous along i2 (4 against 2), which put the channel loop
+    innermost, 64 elements apart, and tiled the node; each vote weighs the elements its access
+    touches, so the streamed tensors win and the parameters stay loop-invariant inside."""
+    args = "%x: f32[8, 16, 64], %m: f32[16], %v: f32[16], %w: f32[16], %b: f32[16]"
+    loads = ["%x[1024*i0 + 64*i1 + i2]", "%m[i1]", "%v[i1]", "%w[i1]", "%b[i1]"]
+    n = node(one_node("i0 < 8, i1 < 16, i2 < 64", loads, out="f32[8, 16, 64]", args=args))
+    plan = plan_loops(n)
+    assert plan.tile is None
+    assert order_of(n) == "i0 < 8, i1 < 16, i2 < 64"
+
+
 def test_a_tie_keeps_the_order_of_the_ranges() -> None:
     args = "%x: f32[4, 8], %a: f32[8, 4]"
     n = node(one_node("i0 < 4, i1 < 8", ["%a[i0 + 4*i1]"], args=args))
