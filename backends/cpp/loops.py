@@ -25,13 +25,11 @@ only writes what it says:
 * Split (whole-tensor) reductions: the reduction loop is cut among the threads, each with its
   own accumulators, merged in thread order (the same threads give the same bits).
 * f16 in blocks: a vectorised loop (of any kind above but the column blocks) that loads or
-  stores f16 contiguously runs in blocks of ``F16_BLOCK``. Each block converts its f16 loads
+  stores f16 contiguously runs in blocks of the schedule's ``f16_block`` (which accesses, and
+  why: :func:`~fir.backends.plan.schedule.f16_blocks`). Each block converts its f16 loads
   into local float arrays with one F16C instruction per array (``fir_load_f16_block``), runs
   the vectorised loop over the arrays, and converts the floats it stores the same way
-  (``fir_store_f16_block``); the last block of a loop may be partial. GCC vectorises no loop
-  with the conversion instruction inside, and the integer conversion it does vectorise costs
-  ~12 instructions per element, which made f16 kernels compute-bound. bf16 stays in the loop
-  (its conversion is a shift, or a few integer operations; blocks measured no faster).
+  (``fir_store_f16_block``); the last block of a loop may be partial.
 
 A failed check leaves the innermost loop's iteration (``continue``): a loop that can fail is
 never an ``omp simd`` loop, and nothing returns from inside a parallel region.
@@ -58,18 +56,18 @@ from fir.backends.plan.schedule import (
     MAX_THREADS,
     Kind,
     NestSchedule,
+    f16_blocks,
     vectorises,
 )
 from fir.ir.types import Dim
 
 from .emit import Acc, Emitter
-from .nest import f16_blocks
 from .ops import CTYPE
 
-F16_BLOCK = 16  # f16 values converted by one instruction (FIR_F16_BLOCK of the prelude)
-# the comment in front of a loop in f16 blocks
+# the comment in front of a loop in f16 blocks (of the schedule's f16_block, which the
+# prelude's FIR_F16_BLOCK equals)
 F16_WHY = (
-    f"// in blocks of {F16_BLOCK}: a vectorised loop computes the floats, then one F16C",
+    "// in blocks of {}: a vectorised loop computes the floats, then one F16C",
     "// instruction converts each block (in the loop: ~12 instructions per element)",
 )
 
@@ -173,7 +171,7 @@ class KernelWriter(Emitter):
         vectorised when it can be, converting f16 in blocks when it converts any (then the
         start of a block is ``block``, by default ``{var}b``); ``parallel``: split among the
         threads (a kernel of one loop). ``size``: the size of the loop's dimension (the loop
-        runs over all of it, or over a part whose length divides by ``F16_BLOCK`` where the
+        runs over all of it, or over a part whose length divides by the f16 block where the
         size does)."""
         simd = self.simd_ok(rest, var)
         if simd and self.f16_blocked(var, rest, start, stop, size, parallel, block):
@@ -196,29 +194,29 @@ class KernelWriter(Emitter):
         parallel: bool,
         block: str,
     ) -> bool:
-        """The vectorised loop in blocks of ``F16_BLOCK`` when it converts f16 (false if not,
-        or if the loop is shorter than a block). GCC vectorises no loop that converts with the
+        """The vectorised loop in blocks of the schedule's ``f16_block`` when it converts f16
+        (false where the schedule says it runs unblocked). GCC vectorises no loop that converts with the
         F16C instruction, so each block computes its floats in a vectorised loop over local
         arrays and converts each array with one instruction, before (loads) or after (stores)
         the loop. Full blocks run a loop of constant length (a variable one costs GCC's
         vectoriser ~15% here); the last block of a loop whose length is not a known multiple
         of the block is partial, touching its ``fir_n`` elements only."""
-        loads, stores = f16_blocks(rest, var)
-        if not loads and not stores:
+        blocked = self.schedule.f16_blocked(rest, var, size)
+        if blocked is None:
             return False
-        if isinstance(size, int) and size < F16_BLOCK:
-            return False
+        loads, stores = blocked
+        n = self.schedule.family.f16_block
         vb = block or self.block(var)
         for line in F16_WHY:
-            self.emit(line)
+            self.emit(line.format(n))
         if parallel:
             self.parallel(1)
-        self.for_("", stop, start=start, step=F16_BLOCK, name=vb)
-        if isinstance(size, int) and size % F16_BLOCK == 0:
-            self.f16_block(var, vb, rest, loads, stores, str(F16_BLOCK))
+        self.for_("", stop, start=start, step=n, name=vb)
+        if isinstance(size, int) and size % n == 0:
+            self.f16_block(var, vb, rest, loads, stores, str(n))
         else:
-            self.open(f"if ({vb} + {F16_BLOCK} <= {stop})")
-            self.f16_block(var, vb, rest, loads, stores, str(F16_BLOCK))
+            self.open(f"if ({vb} + {n} <= {stop})")
+            self.f16_block(var, vb, rest, loads, stores, str(n))
             self.depth -= 1
             self.open("} else")
             self.emit(f"const int64_t fir_n = {stop} - {vb};")
@@ -238,7 +236,7 @@ class KernelWriter(Emitter):
         for st in stores:
             buffer = self.names("buffer", st.buffer)
             arr = self.names.add("f16_out " + self.index(st.index), buffer + "_out")
-            self.emit(f"float {arr}[{F16_BLOCK}];")
+            self.emit(f"float {arr}[{self.schedule.family.f16_block}];")
             self.f16_out[st] = arr
             element = f"&{buffer}[{self.index(st.index, {var: vb})}]"
             out.append(f"fir_store_f16_block({element}, {arr}, {n});")
@@ -258,7 +256,7 @@ class KernelWriter(Emitter):
         for ld in loads:
             arr = self.names.add("f16_in", ld.dst + "_in")
             element = f"&{self.names('buffer', ld.buffer)}[{self.index(ld.index, {var: vb})}]"
-            self.emit(f"float {arr}[{F16_BLOCK}];")
+            self.emit(f"float {arr}[{self.schedule.family.f16_block}];")
             self.emit(f"fir_load_f16_block({arr}, {element}, {n});")
             self.f16_in[ld.dst] = arr
 
@@ -357,7 +355,7 @@ class KernelWriter(Emitter):
             self.emit(f"{acc.name}_cnt = {acc.name}_cnt + 1;")
             self.emit(f"const {t} {acc.name}_inv = {t}(1) / {acc.name}_cnt;")
             acc.uniform = (f"{acc.name}_cnt", f"{acc.name}_inv")
-        # the f16 loads of a block of lanes convert as one f16 block (lanes == F16_BLOCK)
+        # the f16 loads of a block of lanes convert as one f16 block (lanes == f16_block)
         self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var)[0], str(lanes))
         self.emit("#pragma omp simd")
         self.for_("", str(lanes), name=lane)

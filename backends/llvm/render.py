@@ -70,7 +70,7 @@ from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import COSTLY_OPS, FAILS_ON_ZERO_DIVISOR
+from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .nest import independent
@@ -98,13 +98,6 @@ def reassociate() -> bool:
     return os.environ.get("FIR_LLVM_REASSOC", "1") != "0"
 
 
-# vector iterations LLVM interleaves in the innermost loop of a compute-heavy kernel (8 or more
-# costly ops an element): a long chain of math (deep_chain's 40 dependent sines) is latency-
-# bound, and independent iterations side by side hide the latency (deep_chain, 2 cores: 442 ms
-# with 1, 209 with 2, 133 with 4, 162 with 8). Each doubles the optimiser's and code
-# generator's work on the body (deep_chain's build: 0.21, 0.27, 0.42 s), and the cold compile
-# of deep_chain must stay under a second: 2. FIR_LLVM_INTERLEAVE overrides it.
-INTERLEAVE = int(os.environ.get("FIR_LLVM_INTERLEAVE", "2"))
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
 DIVISION_BY_ZERO = -1
 
@@ -179,7 +172,6 @@ class _Kernel:
         # a bound on |value| where the ops that made it give one (sin of anything is at most
         # 1): lets sin/cos of such a value skip the full-range reduction (see _magnitude)
         self.magnitude: dict[str, float] = {}
-        self.heavy = sum(isinstance(i, Compute) and i.op in COSTLY_OPS for i in plan.instrs) >= 8
         self.bufs: dict[str, ir.Value] = {}
         for k, a in enumerate(plan.args):
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
@@ -379,12 +371,12 @@ class _Kernel:
             options.append(
                 self.m.add_metadata([ir.MetaDataString(self.m, "llvm.loop.unroll.disable")])
             )
-        if INTERLEAVE > 1 and self.heavy:
+        if self.schedule.interleave > 1:  # a compute-heavy kernel (the schedule's)
             options.append(
                 self.m.add_metadata(
                     [
                         ir.MetaDataString(self.m, "llvm.loop.interleave.count"),
-                        ir.Constant(ir.IntType(32), INTERLEAVE),
+                        ir.Constant(ir.IntType(32), self.schedule.interleave),
                     ]
                 )
             )

@@ -29,18 +29,15 @@ from typing import Any
 
 from fir.ir.types import Dim, dims_mul
 
-from .instructions import Compute, Load, Store
+from .instructions import Load, Store
 from .kernel import KernelPlan
+from .schedule import HEAVY_OPS, costly_ops
 
 PERSISTENT_MAX = 8192  # reduced elements a program keeps in registers (the whole row)
 # XBLOCK, RBLOCK, warps of a reduction over the outer dimension: x.sum(0) of 8192 x 4096 f32 on
 # an H100 took 58 us with 32 x 64 blocks and 16 warps, 136 us with 64 x 64 and 8
 # (benchmarks/tune_triton.py)
 COLUMN_BLOCKS = (32, 64, 16)
-# a pointwise kernel with this many costly ops (exp, sin, division ...) a element is
-# compute-bound: one element a thread (deep_chain, 40 sin: 1.28 ms with 256 x 8 warps, 1.72 ms
-# with 1024 x 4)
-HEAVY_OPS = 8
 # elements of a persistent reduction's block (XBLOCK * RBLOCK) where a row is shorter: rows of
 # 256 and 512 (BERT's and T5's attention softmax, 64 * 512 rows of 512 f32: 67 us with 2 rows
 # and 4 warps, 77 us with 4 rows and 8, on an H200) and 768 (BERT's layer norm, 8.6 against
@@ -190,7 +187,9 @@ def block_schedule(plan: KernelPlan) -> BlockSchedule:
     if tile is not None:
         return tile
     order = tuple(lp.var.name for lp in memory_order(plan, xloops))
-    if _costly_ops(plan) >= HEAVY_OPS and (numel is None or numel >= 256 * 8):
+    # a compute-bound pointwise kernel (HEAVY_OPS costly ops an element): one element a thread
+    # (deep_chain, 40 sin: 1.28 ms with 256 x 8 warps, 1.72 ms with 1024 x 4)
+    if costly_ops(plan) >= HEAVY_OPS and (numel is None or numel >= 256 * 8):
         return BlockSchedule(Layout.POINTWISE.value, 256, num_warps=8, order=order)
     xblock = POINTWISE_BLOCK if numel is None else min(POINTWISE_BLOCK, _pow2(numel))
     warps = max(1, min(4, xblock // 256))
@@ -226,12 +225,6 @@ def x_loops(plan: KernelPlan, s: BlockSchedule) -> list[Any]:
         return xloops
     by_name = {lp.var.name: lp for lp in xloops}
     return [by_name[v] for v in s.order if v in by_name]
-
-
-def _costly_ops(plan: KernelPlan) -> int:
-    from fir.ir.ops import COSTLY_OPS
-
-    return sum(isinstance(i, Compute) and i.op in COSTLY_OPS for i in plan.instrs)
 
 
 def candidates(plan: KernelPlan) -> list[BlockSchedule]:

@@ -15,14 +15,15 @@ one kept (see :func:`vectorises`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import sympy
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
-from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
+from fir.ir.ops import COSTLY_OPS, FAILS_ON_ZERO_DIVISOR
 from fir.ir.types import Dim, dim_str, dims_mul
 
 from .instructions import (
@@ -42,11 +43,13 @@ from .loop_tree import (
     Loop,
     chain,
     column_segments,
+    defines,
     has_loops,
     hoist,
     loop_tree,
     positive,
     step,
+    uses,
     walk,
     walks_columns,
 )
@@ -60,6 +63,10 @@ COLUMN_MIN = 8  # a pointwise loop shorter than this is no column worth blocking
 TILE_BYTES = 128
 TILE_MIN = 32  # elements a side, at least
 MAX_THREADS = 64  # per-thread states of a split whole-tensor reduction
+# costly ops (exp, sin, division ...) an element from which a kernel is compute-bound: a long
+# chain of math is latency-bound (the LLVM family interleaves its iterations; the block
+# family gives each thread one element, :mod:`.block_schedule`)
+HEAVY_OPS = 8
 
 
 class Kind(Enum):
@@ -84,7 +91,11 @@ class Family:
     ``split``: a whole-tensor reduction may be split among the threads.
     ``crossing_checks``: a column reduction may carry a checked index from one pass to
     the next in a block array. ``vectors``: the renderer vectorises the loops the schedule
-    says (C++'s ``omp simd``); otherwise the target's vectoriser decides alone."""
+    says (C++'s ``omp simd``); otherwise the target's vectoriser decides alone.
+    ``interleave``: vector iterations the target's vectoriser is asked to interleave in the
+    loops of a compute-heavy kernel (``HEAVY_OPS``; 1: no hint). ``f16_block``: a vectorised
+    loop that converts f16 runs in blocks of this many elements, each converted by one
+    instruction (:func:`f16_blocks`; 0: the conversions stay in the loop)."""
 
     name: str
     collapse: bool
@@ -93,9 +104,16 @@ class Family:
     split: bool
     crossing_checks: bool
     vectors: bool
+    interleave: int = 1
+    f16_block: int = 0
 
 
-# 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes)
+# 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes).
+# f16 in blocks of 16 (one F16C instruction converts 16 values, ``FIR_F16_BLOCK`` of the C++
+# prelude): GCC vectorises no loop with the conversion instruction inside, and the integer
+# conversion it does vectorise costs ~12 instructions per element, which made f16 kernels
+# compute-bound; bf16 stays in the loop (its conversion is a shift, or a few integer
+# operations; blocks measured no faster)
 CPP = Family(
     "cpp",
     collapse=True,
@@ -104,11 +122,17 @@ CPP = Family(
     split=True,
     crossing_checks=True,
     vectors=True,
+    f16_block=16,
 )
 # 32 lanes, for the kinds LLVM cannot vectorise as reductions (sums, products, max and min
 # are its own); each lane's state goes through a stack array from block to block, so more
 # lanes hide that latency (layer_norm on one thread: 16 lanes 1.3x the C++ kernel's time, 32
-# lanes 1.1x, 64 no better)
+# lanes 1.1x, 64 no better).
+# Interleave 2: a long chain of math (deep_chain's 40 dependent sines) is latency-bound, and
+# independent vector iterations side by side hide the latency (deep_chain, 2 cores: 442 ms with
+# 1, 209 with 2, 133 with 4, 162 with 8). Each doubles the optimiser's and code generator's
+# work on the body (deep_chain's build: 0.21, 0.27, 0.42 s), and the cold compile of
+# deep_chain must stay under a second: 2. FIR_LLVM_INTERLEAVE overrides it.
 LLVM = Family(
     "llvm",
     collapse=False,
@@ -117,24 +141,28 @@ LLVM = Family(
     split=False,
     crossing_checks=False,
     vectors=False,
+    interleave=int(os.environ.get("FIR_LLVM_INTERLEAVE", "2")),
 )
 
 
 @dataclass(frozen=True)
 class ScheduledLoop:
     """One loop as it runs: ``parallel``, the threads share it; ``block``, the tile's side
-    or the column block (a row reduction's lanes are its family's)."""
+    or the column block (a row reduction's lanes are its family's); ``f16``: a vectorised
+    loop that converts f16 in blocks of this many elements (:meth:`KernelSchedule.f16_blocked`)."""
 
     var: str
     kind: Kind
     parallel: bool = False
     block: int = 0
+    f16: int = 0
 
     def text(self) -> str:
         out = self.var + (" parallel" if self.parallel else "")
         if self.kind is not Kind.SERIAL or not self.parallel:
             out += " " + self.kind.value
-        return out + (f" {self.block}" if self.block else "")
+        out += f" {self.block}" if self.block else ""
+        return out + (f" f16-blocks {self.f16}" if self.f16 else "")
 
 
 @dataclass(frozen=True)
@@ -170,6 +198,9 @@ class KernelSchedule:
     family: Family
     work: Dim  # element-iterations of the kernel
     nests: tuple[NestSchedule, ...]  # one per top-level loop of the plan, in order
+    # vector iterations the target's vectoriser is asked to interleave in every loop of the
+    # kernel (1: no hint): the family's, in a compute-heavy kernel
+    interleave: int = 1
 
     def one_thread(self) -> bool:
         """Below the grain the kernel runs on one thread."""
@@ -187,17 +218,20 @@ class KernelSchedule:
         here, a thread's part of a split loop) updating accumulators of ``kinds``; 0: the
         loop runs one element at a time (a known row shorter than the lanes never fills a
         block)."""
-        want = self.family.lane_kinds
-        if want is not None and not any(k in want for k in kinds):
-            return 0
-        if isinstance(size, int) and size < self.family.lanes:
-            return 0
-        return self.family.lanes
+        return lanes_for(self.family, kinds, size)
+
+    def f16_blocked(
+        self, items: list[Item], var: str, size: Dim
+    ) -> tuple[list[Load], list[Store]] | None:
+        """:func:`f16_blocked` for this kernel's family."""
+        return f16_blocked(self.family, items, var, size)
 
     def text(self) -> str:
-        """One line per kernel: ``schedule KERNEL [FAMILY]: THREADS; NEST; NEST…``, each nest
-        its loops as they run, outermost first."""
+        """One line per kernel: ``schedule KERNEL [FAMILY]: THREADS[; interleave N]; NEST;
+        NEST…``, each nest its loops as they run, outermost first."""
         parts = [self.threads_text()]
+        if self.interleave > 1:
+            parts.append(f"interleave {self.interleave}")
         parts += [", ".join(self._loop_text(lp) for lp in n.loops) for n in self.nests]
         return f"schedule {self.kernel} [{self.family.name}]: " + "; ".join(parts)
 
@@ -207,7 +241,8 @@ class KernelSchedule:
         lanes = f" lanes {self.family.lanes}"
         if self.family.lane_kinds is not None:
             lanes += " for " + "/".join(sorted(self.family.lane_kinds))
-        return lp.text() + lanes
+        f16 = f" f16-blocks {lp.f16}" if lp.f16 else ""
+        return replace(lp, f16=0).text() + lanes + f16
 
 
 # -- the rules
@@ -323,6 +358,113 @@ def _widest(items: list[Item], var: str) -> int | None:
     return widest
 
 
+def f16_blocks(items: list[Item], var: str) -> tuple[list[Load], list[Store]]:
+    """The f16 loads and stores of the vectorised loop ``var`` over ``items`` that convert a
+    block at a time (a family's ``f16_block``): those that step by one element. Not a masked
+    load (it must not read where its mask is false), nor one whose value only goes to f16
+    stores (they copy its bits, no conversion); not a store of a value made before the loop
+    (its conversion is hoisted with it) or of a loaded f16 value (a copy of bits)."""
+    instrs = walk(items)
+    made = {d for i in instrs for d in defines(i)}
+    unmasked = {
+        i.dst for i in instrs if isinstance(i, Load) and i.dtype is DType.F16 and i.mask is None
+    }
+
+    def copy(i: Instr) -> bool:
+        return isinstance(i, Store) and i.dtype is DType.F16 and i.value in unmasked
+
+    read = {u for i in instrs if not copy(i) for u in uses(i)}
+    loads = [
+        i
+        for i in instrs
+        if isinstance(i, Load) and i.dst in unmasked and i.dst in read and step(i.index, var) == 1
+    ]
+    stores = [
+        i
+        for i in instrs
+        if isinstance(i, Store)
+        and i.dtype is DType.F16
+        and isinstance(i.value, str)
+        and i.value in made
+        and not copy(i)
+        and step(i.index, var) == 1
+    ]
+    return loads, stores
+
+
+def lanes_for(family: Family, kinds: Iterable[str], size: Dim | None) -> int:
+    """:meth:`KernelSchedule.lanes_for` for a renderer of ``family``."""
+    want = family.lane_kinds
+    if want is not None and not any(k in want for k in kinds):
+        return 0
+    if isinstance(size, int) and size < family.lanes:
+        return 0
+    return family.lanes
+
+
+def reduction_f16(
+    family: Family, top: Loop, kinds: list[str], ints: set[str], split: bool = False
+) -> int:
+    """The f16 block of reduction loop ``top`` (its nest) updating accumulators of ``kinds``
+    (none: a pass that only reads and stores), where its innermost loop converts f16 a block
+    at a time (0: it does not): a row in lanes converts its f16 loads a block of lanes at a
+    time; a pass with no accumulator is a vectorised loop in f16 blocks (:func:`f16_blocked`).
+    ``split``: a thread's part of a split reduction (its range is not known here)."""
+    if not family.f16_block:
+        return 0
+    loops = chain(top)
+    lp = loops[-1]
+    rest = innermost_rest(lp)
+    if not vectorises(rest, lp.var, ints):
+        return 0
+    if kinds:
+        size = None if split and len(loops) == 1 else lp.size
+        if not lanes_for(family, kinds, size) or not f16_blocks(rest, lp.var)[0]:
+            return 0
+        return family.f16_block
+    return family.f16_block if f16_blocked(family, rest, lp.var, lp.size) is not None else 0
+
+
+def phases_f16(family: Family, items: list[Item], ints: set[str]) -> int:
+    """The f16 block of the reduction passes ``items`` (the body of a row nest's pointwise
+    loops), where one of them converts f16 a block at a time (:func:`reduction_f16`)."""
+    kinds: list[str] = []
+    for it in items:
+        if isinstance(it, AccInit):
+            kinds.append(it.kind)
+        elif isinstance(it, Loop):
+            if reduction_f16(family, it, kinds, ints):
+                return family.f16_block
+            kinds = []
+        else:
+            kinds = []
+    return 0
+
+
+def f16_blocked(
+    family: Family, items: list[Item], var: str, size: Dim
+) -> tuple[list[Load], list[Store]] | None:
+    """The f16 loads and stores that the vectorised loop ``var`` over ``items`` (its
+    invariants hoisted) of a dimension of ``size`` converts a block at a time, in blocks of
+    ``family``'s ``f16_block`` (:func:`f16_blocks`); None: the loop runs unblocked (the family
+    converts in the loop, the loop converts no f16, or it is shorter than a block)."""
+    block = family.f16_block
+    if not block:
+        return None
+    loads, stores = f16_blocks(items, var)
+    if not loads and not stores:
+        return None
+    if isinstance(size, int) and size < block:
+        return None
+    return loads, stores
+
+
+def costly_ops(plan: KernelPlan) -> int:
+    """The plan's costly ops (exp, sin, division ...): from ``HEAVY_OPS`` a kernel is
+    compute-bound."""
+    return sum(isinstance(i, Compute) and i.op in COSTLY_OPS for i in plan.instrs)
+
+
 def tile_side(plan: KernelPlan) -> int:
     """A tile's side: ``TILE_BYTES`` of the narrowest argument, at least ``TILE_MIN``."""
     return max(TILE_MIN, TILE_BYTES // min((x.dtype.itemsize for x in plan.args), default=4))
@@ -385,7 +527,7 @@ def _shared(family: Family, loop: Loop, collapsed: bool) -> bool:
     return collapsed if family.collapse else loop.parallel
 
 
-def _rows_nest(plan: KernelPlan, loops: list[Loop], family: Family) -> NestSchedule:
+def _rows_nest(plan: KernelPlan, loops: list[Loop], family: Family, ints: set[str]) -> NestSchedule:
     """A nest with reduction phases: every pointwise loop parallel, the reduction loops in
     lanes; or column blocks (:func:`column_reduction`)."""
     inner = loops[-1]
@@ -395,27 +537,39 @@ def _rows_nest(plan: KernelPlan, loops: list[Loop], family: Family) -> NestSched
         out[-1] = ScheduledLoop(inner.var, Kind.COLUMNS, out[-1].parallel, COLUMN_BLOCK)
         return NestSchedule(tuple(out))
     var = next(it.var for it in inner.body if isinstance(it, Loop))
-    return NestSchedule((*out, ScheduledLoop(var, Kind.ROWS)))
+    f16 = phases_f16(family, inner.body, ints)
+    return NestSchedule((*out, ScheduledLoop(var, Kind.ROWS, f16=f16)))
 
 
 def _pointwise_nest(
     plan: KernelPlan, loops: list[Loop], family: Family, ints: set[str]
 ) -> NestSchedule:
-    """A nest with no reduction: a loop walking memory in order innermost, vectorised; the
-    plan's tile pair in square tiles; the outer loops parallel."""
+    """A nest with no reduction: a loop walking memory in order innermost, vectorised (in f16
+    blocks where it converts f16); the plan's tile pair in square tiles; the outer loops
+    parallel."""
     loops = contiguous_last(loops)
     pair = tile_pair(plan, loops)
+    inner = loops[-1]
+    vector = family.vectors and vectorises(innermost_rest(inner), inner.var, ints)
+    # what the innermost loop runs as the renderer writes it: its invariants hoisted, except
+    # in a kernel of one loop
+    rest = innermost_rest(inner) if len(loops) > 1 else inner.body
+    blocked = family.vectors and vectorises(rest, inner.var, ints)
+    f16 = family.f16_block if blocked and f16_blocked(family, rest, inner.var, inner.size) else 0
     if pair is not None:
         side = tile_side(plan)
         others = [lp for lp in loops if all(lp is not x for x in pair)]
         out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in others]
-        out += [ScheduledLoop(x.var, Kind.TILED, _shared(family, x, True), side) for x in pair]
+        out += [
+            ScheduledLoop(
+                x.var, Kind.TILED, _shared(family, x, True), side, f16 if x is inner else 0
+            )
+            for x in pair
+        ]
         return NestSchedule(tuple(out))
-    inner = loops[-1]
-    vector = family.vectors and vectorises(innermost_rest(inner), inner.var, ints)
     kind = Kind.VECTOR if vector else Kind.SERIAL
     out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in loops[:-1]]
-    out.append(ScheduledLoop(inner.var, kind, _shared(family, inner, len(loops) == 1)))
+    out.append(ScheduledLoop(inner.var, kind, _shared(family, inner, len(loops) == 1), 0, f16))
     return NestSchedule(tuple(out))
 
 
@@ -425,17 +579,18 @@ def _whole_reductions(
     """The top-level reduction loops of a kernel with no pointwise loop: each split among the
     threads when it updates accumulators, cannot fail, and the kernel has enough work."""
     out: list[NestSchedule] = []
-    pending = False
+    pending: list[str] = []  # the kinds of the accumulators initialised right before a loop
     work = _work(plan)
     enough = not (isinstance(work, int) and work < GRAIN)
     for it in items:
         if isinstance(it, Loop):
             fails = any(can_fail(i, ints) for i in walk(it.body))
-            split = family.split and pending and not fails and enough
+            split = family.split and bool(pending) and not fails and enough
             kind = Kind.SPLIT if split else Kind.ROWS
-            out.append(NestSchedule((ScheduledLoop(it.var, kind, split),)))
+            f16 = reduction_f16(family, it, pending, ints, split)
+            out.append(NestSchedule((ScheduledLoop(it.var, kind, split, f16=f16),)))
         # the accumulators a loop updates are those initialised right before it
-        pending = isinstance(it, AccInit)
+        pending = [*pending, it.kind] if isinstance(it, AccInit) else []
     return out
 
 
@@ -449,9 +604,11 @@ def schedule(plan: KernelPlan, family: Family) -> KernelSchedule:
             assert isinstance(top, Loop), "the planner puts everything inside the loops"
             loops = chain(top)
             if has_loops(loops[-1].body):
-                nests.append(_rows_nest(plan, loops, family))
+                nests.append(_rows_nest(plan, loops, family, ints))
             else:
                 nests.append(_pointwise_nest(plan, loops, family, ints))
     else:
         nests = _whole_reductions(plan, items, family, ints)
-    return KernelSchedule(plan.name, family, _work(plan), tuple(nests))
+    heavy = costly_ops(plan) >= HEAVY_OPS
+    interleave = family.interleave if heavy else 1
+    return KernelSchedule(plan.name, family, _work(plan), tuple(nests), interleave)

@@ -1060,8 +1060,8 @@ def test_which_f16_loads_and_stores_convert_in_blocks() -> None:
     """Those that step by one element along the loop, except: a masked load (it may not read
     where the mask is false), a load whose value only goes to f16 stores (a copy of its bits), a
     store of such a load, and a store of a value made before the loop."""
-    from fir.backends.cpp.nest import f16_blocks
     from fir.backends.plan.instructions import Compute, Load, Store
+    from fir.backends.plan.schedule import f16_blocks
 
     x0, x1 = (sympy.Symbol(n, integer=True, nonnegative=True) for n in ("x0", "x1"))
     f16, f32 = DType.F16, DType.F32

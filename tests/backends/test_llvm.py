@@ -377,7 +377,9 @@ func @f(%w: f32[50, 64], %ids: i64[4000]) -> (f32[4000, 64]) {
 def test_a_compute_heavy_loop_asks_for_interleaved_iterations() -> None:
     # 8 or more costly ops an element: the innermost loop carries llvm.loop.interleave.count,
     # so independent vector iterations hide the latency of a long chain of math
-    from fir.backends.llvm.render import INTERLEAVE
+    from fir.backends.plan.schedule import LLVM
+
+    INTERLEAVE = LLVM.interleave
 
     heavy = ["func @f(%x: f32[4096]) -> (f32[4096]) {", "  %v0 = sin %x : f32[4096]"]
     heavy += [f"  %v{k} = sin %v{k - 1} : f32[4096]" for k in range(1, 10)]
