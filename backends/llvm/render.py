@@ -63,6 +63,7 @@ from fir.backends.plan.schedule import (
     LLVM,
     Kind,
     NestSchedule,
+    independent,
     keeps_scratch_rows,
     schedule,
 )
@@ -73,7 +74,6 @@ from fir.ir.graph import Literal
 from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.symbolic import FloorDiv, Modulo
 
-from .nest import independent
 from .omp import add_driver
 from .vecmath import (
     MATH_F32,
@@ -311,7 +311,7 @@ class _Kernel:
 
     def independent(self, items: list[Item], var: str) -> bool:
         """Whether ``items`` is an innermost loop body whose iterations LLVM may take as
-        independent (:func:`.nest.independent`)."""
+        independent (the plan's :func:`~fir.backends.plan.schedule.independent`)."""
         return not has_loops(items) and independent(items, var, self.aliased)
 
     def bounds(self, lb: Loop) -> tuple[Any, Any]:
@@ -338,7 +338,7 @@ class _Kernel:
         counter (a stack slot) is ``syms[var]``; :meth:`close_loop` ends it. ``unroll=False``:
         LLVM must not unroll it (a loop over lanes of constant length would be unrolled into
         scalar code before the loop vectoriser sees it). ``parallel``: an innermost loop whose
-        iterations touch memory independently (:func:`.nest.independent`): its accesses form
+        iterations touch memory independently (:meth:`independent`): its accesses form
         an access group the loop names in ``llvm.loop.parallel_accesses``, so the vectoriser
         needs no run-time overlap checks (which an in-place result fails)."""
         first = len(self.fn.blocks)

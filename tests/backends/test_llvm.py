@@ -447,8 +447,8 @@ def test_an_in_place_result_vectorises_without_overlap_checks() -> None:
 
 def _independent(loads: list[tuple[str, str]], store: tuple[str, str], aliased: set[str]) -> bool:
     import sympy
-    from fir.backends.llvm.nest import independent
     from fir.backends.plan.instructions import Compute, Load, Store
+    from fir.backends.plan.schedule import independent
 
     items: list = []
     for k, (buf, index) in enumerate(loads):
