@@ -83,9 +83,11 @@ class _Cpp(Backend):
 
 class _LLVM(Backend):
     def scratch_rows(self) -> Callable[[KernelPlan], bool] | None:
-        from .llvm.render import scratch_rows
+        # the schedule's rule: every column reduction of this back end runs as column blocks,
+        # which keep no row
+        from .plan.schedule import keeps_scratch_rows
 
-        return scratch_rows
+        return keeps_scratch_rows
 
     def render(self, plan: ProgramPlan) -> str:
         from .llvm.build import module_text
@@ -100,7 +102,8 @@ class _LLVM(Backend):
 
 class _Triton(Backend):
     def scratch_rows(self) -> Callable[[KernelPlan], bool] | None:
-        from .triton import keeps_rows
+        # the block schedule's rule: a row stays in registers in a persistent reduction only
+        from .plan.block_schedule import keeps_rows
 
         return keeps_rows
 

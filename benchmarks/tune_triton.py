@@ -1,7 +1,7 @@
-"""Time every configuration that ``fir.backends.triton.render.candidates`` proposes for each
+"""Time every configuration that ``fir.backends.plan.block_schedule.candidates`` proposes for each
 kernel of the GPU benchmark programs, one kernel at a time (the others keep their chosen
 configuration), with ``triton.testing.do_bench``; print the best against the chosen one. This
-is how the block sizes of ``choose_config`` were picked: run it on the GPU, read, adjust.
+is how the block sizes of ``block_schedule`` were picked: run it on the GPU, read, adjust.
 
     python benchmarks/tune_triton.py [--only NAME ...] [--scale F]
 """
@@ -26,9 +26,10 @@ def main() -> None:
     args = ap.parse_args()
     import bench_gpu
     import triton.testing
+    from fir.backends.plan.block_schedule import candidates
+    from fir.backends.registry import backend_named
     from fir.backends.runtime import CompiledProgram
-    from fir.backends.triton import build_program, plan_for_triton
-    from fir.backends.triton.render import candidates
+    from fir.backends.triton import build_program
     from fir.passes.pipeline import parse_pipeline
     from fir.tools.triton_target import capture
 
@@ -39,7 +40,7 @@ def main() -> None:
         inputs = make()
         for module in capture(fn, inputs, name):
             graph = parse_pipeline("fusion").run(module).funcs[0]
-            plan = plan_for_triton(graph)
+            plan = backend_named("triton").plan(graph)
             want = None
             for k in plan.kernels():
                 results: list[tuple[float, Any]] = []

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", type=int, default=90)
     args = ap.parse_args(argv)
     from fir.backends.plan import plan_module
-    from fir.backends.triton import keeps_rows
+    from fir.backends.plan.block_schedule import keeps_rows
     from fir.backends.triton.target import compile_for_target
     from fir.passes.pipeline import parse_pipeline
     from fir.passes.verify import read_program

@@ -64,7 +64,6 @@ from fir.backends.plan.schedule import (
     Kind,
     NestSchedule,
     independent,
-    keeps_scratch_rows,
     schedule,
 )
 from fir.ir.accumulators import state
@@ -1085,11 +1084,6 @@ def _constant_table(ptr: Any) -> bool:
         and isinstance(ptr.pointer, ir.GlobalVariable)
         and ptr.pointer.global_constant
     )
-
-
-# which kernels may keep scratch rows (the registry's planning rule for this back end): the
-# schedule's, as every column reduction here runs as column blocks, which keep no row
-scratch_rows = keeps_scratch_rows
 
 
 def _dtype_of(ty: ir.Type, fallback: DType) -> DType:

@@ -10,21 +10,13 @@ from __future__ import annotations
 
 import os
 
-from fir.backends.plan import ProgramPlan, plan_program
-from fir.backends.plan.block_schedule import keeps_rows
-from fir.ir.graph import Graph
-
 from .build import TritonKernels, build_program
-from .render import Config, choose_config, render_kernel, render_program
+from .render import render_kernel, render_program
 
 __all__ = [
-    "Config",
     "TritonKernels",
     "build_program",
-    "choose_config",
     "default_device",
-    "keeps_rows",
-    "plan_for_triton",
     "render_kernel",
     "render_program",
 ]
@@ -37,9 +29,3 @@ def interpreting() -> bool:
 def default_device() -> str:
     """Where Triton kernels run: CUDA, or the CPU under Triton's interpreter."""
     return "cpu" if interpreting() else "cuda"
-
-
-def plan_for_triton(g: Graph) -> ProgramPlan:
-    """``g``'s plan, with scratch rows only where a row stays in registers (a persistent
-    reduction)."""
-    return plan_program(g, scratch_rows=keeps_rows)

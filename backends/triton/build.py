@@ -37,13 +37,14 @@ from typing import Any, cast
 import torch
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
+from fir.backends.plan.block_schedule import BlockSchedule
 from fir.backends.plan.program import shared_storage
 from fir.ir.errors import FirError
 
 from ..runtime.call_source import DirectLaunch
 from .helpers import FIR_LAUNCH
 from .launch import CubinKernel, c_launcher
-from .render import HEADER, Config, jit_name, launcher, render_kernel, render_program
+from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
 # error codes of integer division by zero: -1 - (the kernel's position in the program)
 DIVISION_BASE = -1
@@ -103,14 +104,14 @@ class TritonKernels:
         plan: ProgramPlan,
         device: str,
         cache: Cache | None = None,
-        configs: dict[str, Config] | None = None,
+        configs: dict[str, BlockSchedule] | None = None,
         autotune: bool = False,
     ) -> None:
         source, rendered = render_program(plan, configs)
         self.plan = plan
         self.cache = cache
         self.source = source
-        self.configs: dict[str, Config] = {name: c for name, (c, _) in rendered.items()}
+        self.configs: dict[str, BlockSchedule] = {name: c for name, (c, _) in rendered.items()}
         self.path = module_path(source, cache)
         self.module = load_module(self.path)
         self.launchers = {name: getattr(self.module, f"launch_{name}") for name in rendered}
@@ -185,7 +186,7 @@ class TritonKernels:
                 f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
             ) from e
 
-    def use(self, name: str, cfg: Config, direct: bool = True) -> None:
+    def use(self, name: str, cfg: BlockSchedule, direct: bool = True) -> None:
         """Launch kernel ``name`` with ``cfg`` from now on (a module of its own); ``direct``:
         compile it for the driver launch now (tuning trials go through Triton's launcher)."""
         if cfg != self.configs[name]:
@@ -309,7 +310,7 @@ def build_program(
     plan: ProgramPlan,
     device: str,
     cache: Cache | None = None,
-    configs: dict[str, Config] | None = None,
+    configs: dict[str, BlockSchedule] | None = None,
     autotune: bool = False,
 ) -> TritonKernels:
     return TritonKernels(plan, device, cache, configs, autotune)

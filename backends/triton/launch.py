@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 from fir.backends.plan import KernelPlan
+from fir.backends.plan.block_schedule import BlockSchedule
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
 from .helpers import FIR_LAUNCH
-from .render import Config
 
 _FUNC_SHARED_SIZE_BYTES = 1
 _FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -175,7 +175,7 @@ def _entry_params(ptx: str, name: str) -> int:
 
 
 def compile_kernel(
-    plan: KernelPlan, cfg: Config, fails: bool, fn: Any, arch: int, backend: str = "cuda"
+    plan: KernelPlan, cfg: BlockSchedule, fails: bool, fn: Any, arch: int, backend: str = "cuda"
 ) -> tuple[Any, list[str]]:
     """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
     signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
@@ -233,7 +233,7 @@ class CubinKernel:
     def __init__(
         self,
         plan: KernelPlan,
-        cfg: Config,
+        cfg: BlockSchedule,
         fails: bool,
         fn: Any,
         ordinal: int,

@@ -2,8 +2,8 @@
 of a program in one module.
 
 A plan is a scalar loop nest; a Triton program computes a *block* of it. How the loops map to
-blocks is the kernel's block schedule (:class:`~fir.backends.plan.block_schedule.BlockSchedule`,
-here ``Config``), decided in ``backends/plan/block_schedule.py``: layout, the order of the
+blocks is the kernel's block schedule (:class:`~fir.backends.plan.block_schedule.BlockSchedule`),
+decided in ``backends/plan/block_schedule.py``: layout, the order of the
 loops in the flat index, the reduction's strategy, block sizes and warps. This module writes
 what the schedule says and decides none of it:
 
@@ -14,7 +14,7 @@ what the schedule says and decides none of it:
   so that Triton moves the transposed side through shared memory and both sides stay coalesced;
   other pointwise loops go to the grid's third axis;
 * **reduction**: ``XBLOCK`` outputs (axis 0) by ``RBLOCK`` reduced elements (axis 1). When the
-  whole reduced row fits in a block (``RBLOCK >= rnumel``, :data:`PERSISTENT_MAX`) the
+  whole reduced row fits in a block (``RBLOCK >= rnumel``, ``PERSISTENT_MAX``) the
   reduction is *persistent*: each pass of the plan over the row is straight-line code over
   registers, a value that a later pass reads again (the plan's scratch rows) stays in
   registers, and a load that a later pass repeats is not issued again, so softmax reads its row
@@ -39,13 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fir.backends.plan import KernelPlan, ProgramPlan
-from fir.backends.plan.block_schedule import (
-    PERSISTENT_MAX,
-    BlockSchedule,
-    candidates,
-    x_loops,
-)
-from fir.backends.plan.block_schedule import block_schedule as choose_config
+from fir.backends.plan.block_schedule import BlockSchedule, block_schedule, x_loops
 from fir.backends.plan.instructions import (
     AccInit,
     AccResult,
@@ -97,9 +91,6 @@ def jit_name(kernel: str) -> str:
     return f"kernel_{kernel}"
 
 
-Config = BlockSchedule  # the name the build, the launcher and the tuner know it by
-
-
 class RenderError(FirError):
     """A plan the Triton renderer cannot write as it is (a bug upstream, never silent)."""
 
@@ -117,7 +108,7 @@ class _Acc:
 @dataclass
 class _Writer:
     plan: KernelPlan
-    cfg: Config
+    cfg: BlockSchedule
     lines: list[str] = field(default_factory=list)
     depth: int = 1
     names: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -651,14 +642,14 @@ class _Writer:
 
 def render_kernel(
     plan: KernelPlan,
-    cfg: Config | None = None,
+    cfg: BlockSchedule | None = None,
     position: int = 0,
     aliased: frozenset[str] = frozenset(),
-) -> tuple[str, Config, bool]:
+) -> tuple[str, BlockSchedule, bool]:
     """The ``@triton.jit`` source of ``plan`` (the ``position``-th kernel of its program), its
     configuration, and whether it can fail (takes the error buffer). ``aliased``: arguments
     that share storage with another argument (an in-place result)."""
-    cfg = cfg or choose_config(plan)
+    cfg = cfg or block_schedule(plan)
     w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
     source = w.write()
     return source, cfg, w.fails
@@ -695,7 +686,7 @@ def _ceil_div(numerator: str, block: int) -> str:
     return f"-(-({numerator}) // {block})"
 
 
-def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
+def launcher(plan: KernelPlan, cfg: BlockSchedule, fails: bool) -> str:
     """``grid_<name>(sizes)``: the launch grid for the sizes; ``launch_<name>(args, sizes,
     err)``: the launch through Triton's own launcher (the interpreter's, and the fallback of
     :mod:`.launch`)."""
@@ -739,14 +730,14 @@ def launcher(plan: KernelPlan, cfg: Config, fails: bool) -> str:
 
 
 def render_program(
-    plan: ProgramPlan, configs: dict[str, Config] | None = None
-) -> tuple[str, dict[str, tuple[Config, bool]]]:
+    plan: ProgramPlan, configs: dict[str, BlockSchedule] | None = None
+) -> tuple[str, dict[str, tuple[BlockSchedule, bool]]]:
     """The module of every kernel of ``plan``, and each kernel's configuration and whether it
     takes the error buffer. ``configs``: configurations to use instead of the chosen ones, by
     kernel (for tuning)."""
 
     parts = [HEADER]
-    chosen: dict[str, tuple[Config, bool]] = {}
+    chosen: dict[str, tuple[BlockSchedule, bool]] = {}
     for position, k in enumerate(plan.kernels()):
         source, cfg, fails = render_kernel(
             k, (configs or {}).get(k.name), position, shared_storage(plan, k)
@@ -760,10 +751,6 @@ def render_program(
 
 
 __all__ = [
-    "Config",
-    "PERSISTENT_MAX",
-    "candidates",
-    "choose_config",
     "jit_name",
     "launcher",
     "render_kernel",

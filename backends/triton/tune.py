@@ -20,9 +20,10 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from fir.backends.cache import Cache, cache_key
+from fir.backends.plan.block_schedule import BlockSchedule, candidates
 from fir.backends.plan.program import shared_storage
 
-from .render import Config, candidates, render_kernel
+from .render import render_kernel
 
 TRIALS = 12  # configurations timed per kernel at most
 
@@ -46,7 +47,7 @@ def tuning_key(kernels: Any, name: str, sizes: Sequence[int]) -> str:
     )
 
 
-def _load(cache: Cache, entry: str, default: Config) -> Config | None:
+def _load(cache: Cache, entry: str, default: BlockSchedule) -> BlockSchedule | None:
     """The cached choice: its block sizes and warps on ``default``'s schedule (an entry
     written before the schedule named the loops' order takes the default's)."""
     path = cache.lookup(entry)
@@ -75,7 +76,7 @@ def _time(run: Any, device: str) -> float:
     return float(triton.testing.do_bench(run, warmup=5, rep=25)) * 1e-3
 
 
-def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> Config:
+def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> BlockSchedule:
     """The fastest of ``name``'s candidate configurations on ``args`` (see the module
     docstring). ``kernels``: the program's :class:`~.build.TritonKernels` (not imported here:
     it imports this module), which launches with its current configuration until told."""
@@ -92,7 +93,7 @@ def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> 
     err = kernels.err
     if err is not None:
         err = err.clone()
-    best: tuple[float, Config] | None = None
+    best: tuple[float, BlockSchedule] | None = None
     for cfg in candidates(k)[:TRIALS]:
         try:
             kernels.use(name, cfg, direct=False)

@@ -135,9 +135,9 @@ def test_contiguous_counts_loads_too() -> None:
 
 
 def test_llvm_plans_with_the_schedules_scratch_rule() -> None:
-    from fir.backends.llvm import render
+    from fir.backends.registry import backend_named
 
-    assert render.scratch_rows is keeps_scratch_rows
+    assert backend_named("llvm").scratch_rows() is keeps_scratch_rows
 
 
 def transposed_add(rows: int, cols: int) -> str:

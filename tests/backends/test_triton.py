@@ -27,8 +27,7 @@ if not GPU and os.environ.get("TRITON_INTERPRET") != "1":  # conftest.py sets it
 DEVICE = "cuda" if GPU else "cpu"
 
 from fir.backends.compile import compile_function  # noqa: E402
-from fir.backends.triton import choose_config  # noqa: E402
-from fir.backends.triton.render import PERSISTENT_MAX  # noqa: E402
+from fir.backends.plan.block_schedule import PERSISTENT_MAX, block_schedule  # noqa: E402
 from fir.ir.dtypes import DType  # noqa: E402
 from fir.ir.errors import KernelIndexError, KernelZeroDivisionError  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402
@@ -251,10 +250,10 @@ def test_column_sum_takes_many_outputs_per_block() -> None:
     text = "func @f(%x: f32[5000, 96]) -> (f32[96]) {\n  %s = sum %x {dims = [0]} : f32[96]\n"
     text += "  return %s\n}\n"
     module = parse_pipeline("fusion").run(parse_module(text, "<test>"))
-    from fir.backends.triton import plan_for_triton
+    from fir.backends.registry import backend_named
 
-    (k,) = plan_for_triton(module.funcs[0]).kernels()
-    cfg = choose_config(k)
+    (k,) = backend_named("triton").plan(module.funcs[0]).kernels()
+    cfg = block_schedule(k)
     assert cfg.XBLOCK > 1 and not cfg.persistent
 
 
@@ -277,15 +276,16 @@ def test_a_reduction_of_one_element() -> None:
 
 
 def test_a_configuration_override_is_what_runs() -> None:
-    from fir.backends.triton import build_program, plan_for_triton
-    from fir.backends.triton.render import Config
+    from fir.backends.plan.block_schedule import BlockSchedule
+    from fir.backends.registry import backend_named
+    from fir.backends.triton import build_program
 
     text = "func @f(%x: f32[96, 40]) -> (f32[40]) {\n  %s = sum %x {dims = [0]} : f32[40]\n"
     text += "  return %s\n}\n"
     graph = parse_pipeline("fusion").run(parse_module(text, "<test>")).funcs[0]
-    plan = plan_for_triton(graph)
+    plan = backend_named("triton").plan(graph)
     (k,) = plan.kernels()
-    cfg = Config("reduction", 16, RBLOCK=32, num_warps=2, columns=True)
+    cfg = BlockSchedule("reduction", 16, RBLOCK=32, num_warps=2, columns=True)
     kernels = build_program(plan, DEVICE, configs={k.name: cfg})
     assert kernels.configs[k.name] == cfg
     assert "XBLOCK=16, RBLOCK=32, num_warps=2" in kernels.source
@@ -488,17 +488,18 @@ AUTOTUNED = """func @f(%x: f32[4, 48], %b: f32[48]) -> (f32[4, 48]) {
 
 
 def _autotuned(text: str) -> object:
+    from fir.backends.registry import backend_named
     from fir.backends.runtime import CompiledProgram
-    from fir.backends.triton import build_program, plan_for_triton
+    from fir.backends.triton import build_program
 
     graph = parse_pipeline("fusion").run(parse_module(text, "<test>")).funcs[0]
-    plan = plan_for_triton(graph)
+    plan = backend_named("triton").plan(graph)
     return CompiledProgram(plan, build_program(plan, DEVICE, autotune=True), DEVICE)
 
 
 def test_autotune_picks_a_candidate_and_caches_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fir.backends.plan.block_schedule import candidates
     from fir.backends.triton import tune
-    from fir.backends.triton.render import candidates
 
     tried: list[object] = []
     real_time = tune._time
@@ -710,7 +711,8 @@ def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.Monk
     1) compiled its kernels for device 0 and failed its first launch. Faked: no GPU here."""
     import threading
 
-    from fir.backends.triton import build, build_program, plan_for_triton
+    from fir.backends.registry import backend_named
+    from fir.backends.triton import build, build_program
 
     main = threading.get_ident()
     loaded: list[tuple[str, int]] = []
@@ -729,7 +731,7 @@ def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.Monk
     text += "  %r = sum %x {dims = [1]} : f32[8]\n  %c = sum %x {dims = [0]} : f32[16]\n"
     text += "  return %r, %c\n}\n"
     graph = parse_pipeline("fusion").run(parse_module(text, "<test>")).funcs[0]
-    plan = plan_for_triton(graph)
+    plan = backend_named("triton").plan(graph)
     kernels = build_program(plan, "cuda")
     assert kernels.ordinal == 1
     assert len(loaded) == 2 and all(ordinal == 1 for _, ordinal in loaded), loaded
