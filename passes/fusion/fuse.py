@@ -38,7 +38,6 @@ import itertools
 import sys
 from typing import Any, TextIO
 
-from fir.ir.errors import FirError
 from fir.ir.graph import (
     AliasNode,
     ExternNode,
@@ -53,6 +52,7 @@ from fir.ir.memory_plan import PLAN_KEYS
 
 from ..analysis.deps import refresh_recorded_deps, topological_order
 from ..base import Option, OptionError, Pass, paused_gc
+from ..verify import adopt_kernels
 from .fusion_graph import FusionGraph, FusionNode
 from .report import Candidate, FunctionReport, Round, Summary
 from .rules import FusionRules, PeakProfile, Rejection, RuleOptions
@@ -248,63 +248,6 @@ def _total_traffic(fg: FusionGraph, nodes: list[FusionNode]) -> Any:
 
         exact = to_dim(exact)
     return exact
-
-
-# ---------------------------------------------------------------------------------------------
-# Hand-written kernels
-
-
-def check_kernels(module: Module) -> None:
-    """Raise a located :class:`FirError` for the first kernel of ``module`` that is not legal
-    (the verifier checks only that kernels are well formed)."""
-    for g in module.funcs:
-        if g.kernels:
-            fg = FusionGraph(g)
-            adopt_kernels(g, fg, FusionRules(fg, RuleOptions()))
-
-
-def adopt_kernels(
-    g: Graph, fg: FusionGraph, rules: FusionRules, kernels: list[Kernel] | None = None
-) -> None:
-    """Make one fusion node of each kernel of the input, checking that it is legal (the checks
-    that are heuristics, such as "no shared data", do not apply to what a user wrote)."""
-    from fir.ir.kernels import kernel_space
-
-    for k in g.kernels if kernels is None else kernels:
-        # the iteration space of the whole kernel first (a pointwise node may fit only the
-        # reduction written after it); then the nodes one by one, in the order they run
-        info, bad, why = kernel_space(k)
-        if info is None:
-            raise FirError(
-                f"kernel @{k.name} is not legal: incompatible iteration spaces: {why}",
-                (bad.loc if bad is not None else None) or k.loc,
-            )
-        members = [fg.pos_of[id(n)] for n in k.nodes]
-        f = fg.fnodes[fg.find(members[0])]
-        for m in members[1:]:
-            other = fg.fnodes[fg.find(m)]
-            rejection, space = rules.check(f, other, hand_written=True)
-            forward: set[int] = set()
-            if rejection is None:
-                rejection, forward = rules.cycle(f, other)
-            if rejection is not None:
-                node = fg.nodes[m]
-                raise FirError(
-                    f"kernel @{k.name} is not legal: %{fg.names[m]} cannot run in one kernel "
-                    f"with {fg.label(f)}: {rejection}",
-                    node.loc or k.loc,
-                )
-            fg.make_room(f, other, forward)
-            f = fg.merge(f, other, space)
-        f.space = info
-        f.kernel = k.name
-        f.kernel_attrs = dict(k.attrs)
-        if f.nofuse and len(f.members) > 1:
-            node = next(fg.nodes[m] for m in f.members if fg.nodes[m].attrs.get("nofuse") is True)
-            raise FirError(
-                f"kernel @{k.name} is not legal: %{node.results[0].name} is marked nofuse = true",
-                node.loc or k.loc,
-            )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,10 +32,11 @@ from fir.ir.memory_plan import plan_problems
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
-from fir.passes.fusion.fuse import check_kernels, fuse_function
+from fir.passes.fusion.fuse import fuse_function
 from fir.passes.fusion.fusion_graph import FusionGraph
 from fir.passes.fusion.report import module_dot, reports_json
 from fir.passes.pipeline import parse_pipeline
+from fir.passes.verify import check_kernels
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensor_programs import random_program

@@ -18,10 +18,10 @@ from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
 from fir.ir.verifier import verify_module
 from fir.passes.analysis.deps import canonical_prefix, local_deps
-from fir.passes.fusion.fuse import check_kernels
 from fir.passes.fusion.loop_order import plan_loops
 from fir.passes.fusion.reorder import kernel_problem
 from fir.passes.pipeline import parse_pipeline
+from fir.passes.verify import check_kernels
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensor_programs import random_program
