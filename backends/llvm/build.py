@@ -30,7 +30,7 @@ from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.instructions import LoopBegin
 from fir.backends.plan.program import shared_storage
-from fir.backends.plan.schedule import GRAIN  # one thread below it, as the C++ back end
+from fir.backends.plan.schedule import LLVM, chunks
 from fir.ir.errors import FirError
 from fir.ir.types import dims_mul
 
@@ -179,12 +179,6 @@ def compile_object(ir_text: str, name: str, cache: Cache | None = None) -> bytes
     return data
 
 
-# chunks of the parallel loop per thread: the threads (this one included) take the next chunk
-# when done, so a core that another process holds for a while slows the call by a chunk, not
-# by half of it
-CHUNKS_PER_THREAD = 4
-
-
 def _forced_threads() -> int:
     return int(os.environ.get("FIR_LLVM_THREADS", "0") or 0)
 
@@ -265,7 +259,8 @@ def _value(d: Any, names: Sequence[str], sizes: Sequence[int]) -> int:
 class LLVMKernels:
     """A program's kernels compiled by LLVM in this process; ``call`` as the C++ back end's. A
     kernel with a parallel loop and enough work runs on every core: its loop's range is split
-    into ``CHUNKS_PER_THREAD`` chunks per thread, each a ctypes call (which releases the GIL),
+    into the schedule's chunks (the LLVM family's ``chunks_per_thread`` a thread, none below
+    the grain), each a ctypes call (which releases the GIL),
     taken in turn by the pool's threads and the calling one; the first failing chunk's error
     (in the loop's order) is the call's."""
 
@@ -334,13 +329,13 @@ class LLVMKernels:
             return f.run(args, sizes, 0, big)
         outer = _value(f.outer, f.sizes_of, sizes)
         work = _value(f.work, f.sizes_of, sizes)
-        chunks = min(threads * CHUNKS_PER_THREAD, outer, max(1, work // GRAIN))
-        if chunks <= 1:
+        n = chunks(LLVM, threads, outer, work)
+        if n <= 1:
             return f.run(args, sizes, 0, big)
-        step = -(-outer // chunks)
-        chunks = -(-outer // step)
+        step = -(-outer // n)
+        n = -(-outer // step)
         if f.omp is not None:
-            return self._call_omp(f, args, sizes, outer, step, chunks, threads)
+            return self._call_omp(f, args, sizes, outer, step, n, threads)
         ranges = iter(enumerate(range(0, outer, step)))
         results: dict[int, tuple[int, int]] = {}
         lock = threading.Lock()
@@ -353,7 +348,7 @@ class LLVMKernels:
                     return
                 results[k] = f.run(args, sizes, lo, min(lo + step, outer))
 
-        workers = min(threads, chunks) - 1  # and this thread
+        workers = min(threads, n) - 1  # and this thread
         if self.pool is None:
             self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="fir-llvm")
         futures = [self.pool.submit(drain) for _ in range(workers)]

@@ -96,7 +96,10 @@ class Family:
     ``interleave``: vector iterations the target's vectoriser is asked to interleave in the
     loops of a compute-heavy kernel (``HEAVY_OPS``; 1: no hint). ``f16_block``: a vectorised
     loop that converts f16 runs in blocks of this many elements, each converted by one
-    instruction (:func:`f16_blocks`; 0: the conversions stay in the loop)."""
+    instruction (:func:`f16_blocks`; 0: the conversions stay in the loop).
+    ``chunks_per_thread``: the runtime cuts the parallel loop's range into this many chunks a
+    thread, which the threads take in turn (:func:`chunks`; 0: the target's own split, as
+    OpenMP's static schedule)."""
 
     name: str
     collapse: bool
@@ -107,6 +110,7 @@ class Family:
     vectors: bool
     interleave: int = 1
     f16_block: int = 0
+    chunks_per_thread: int = 0
 
 
 # 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes).
@@ -134,6 +138,8 @@ CPP = Family(
 # 1, 209 with 2, 133 with 4, 162 with 8). Each doubles the optimiser's and code generator's
 # work on the body (deep_chain's build: 0.21, 0.27, 0.42 s), and the cold compile of
 # deep_chain must stay under a second: 2. FIR_LLVM_INTERLEAVE overrides it.
+# 4 chunks a thread: the threads (the calling one included) take the next chunk when done, so a
+# core that another process holds for a while slows the call by a chunk, not by half of it.
 LLVM = Family(
     "llvm",
     collapse=False,
@@ -143,6 +149,7 @@ LLVM = Family(
     crossing_checks=False,
     vectors=False,
     interleave=int(os.environ.get("FIR_LLVM_INTERLEAVE", "2")),
+    chunks_per_thread=4,
 )
 
 
@@ -210,9 +217,14 @@ class KernelSchedule:
     def threads_text(self) -> str:
         if self.one_thread():
             return f"threads 1 (work {self.work} < {GRAIN})"
+        # a family that splits the parallel loop's range itself: into chunks (none to split
+        # where no loop is parallel)
+        each = self.family.chunks_per_thread
+        split = each and any(n.parallel() for n in self.nests)
+        chunked = f", {each} chunks a thread" if split else ""
         if isinstance(self.work, int):
-            return "threads all"
-        return f"threads if {dim_str(self.work)} >= {GRAIN}"
+            return "threads all" + chunked
+        return f"threads if {dim_str(self.work)} >= {GRAIN}" + chunked
 
     def lanes_for(self, kinds: Iterable[str], size: Dim | None) -> int:
         """The lanes of a row-reduction loop over ``size`` elements (None: a range not known
@@ -437,6 +449,14 @@ def f16_blocks(items: list[Item], var: str) -> tuple[list[Load], list[Store]]:
         and step(i.index, var) == 1
     ]
     return loads, stores
+
+
+def chunks(family: Family, threads: int, outer: int, work: int) -> int:
+    """How many chunks the runtime cuts a kernel's parallel loop of ``outer`` iterations into,
+    for ``threads`` threads and ``work`` element-iterations (a family that splits the range
+    itself, ``chunks_per_thread``): that many a thread, at most one an iteration, and none
+    with less work than the grain (1: the kernel runs in one call)."""
+    return min(threads * family.chunks_per_thread, outer, max(1, work // GRAIN))
 
 
 def lanes_for(family: Family, kinds: Iterable[str], size: Dim | None) -> int:
