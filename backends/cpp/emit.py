@@ -13,6 +13,7 @@ from dataclasses import dataclass
 # returned with error value 0 by an integer division by zero (codes from the plan are positive)
 from fir.backends.plan import DIVISION_BY_ZERO  # noqa: E402  (one definition for every back end)
 from fir.backends.plan.instructions import (
+    DIVIDES,
     AccInit,
     AccResult,
     Accumulate,
@@ -29,7 +30,6 @@ from fir.backends.plan.kernel import KernelPlan
 from fir.backends.plan.schedule import CPP, can_fail, int_values, schedule
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
-from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.types import Dim
 
 from .cexpr import c_index
@@ -327,7 +327,7 @@ class Emitter:
         else:
             table = INT_OPS if integer and i.op in INT_OPS else OPS
             expr = table[i.op].format(*args)
-        if i.op in FAILS_ON_ZERO_DIVISOR and integer:
+        if i.op in DIVIDES and integer:
             b = i.args[1]
             if not (isinstance(b, Literal) and b.value not in (0, None, False)):
                 self.emit(f"if ({args[1]} == 0) " + self.fail(str(DIVISION_BY_ZERO), "0", exit_))

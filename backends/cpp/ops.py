@@ -4,8 +4,9 @@ the accumulator of each reduction kind.
 An entry is a ``str.format`` pattern over the operands (``{0}``, ``{1}``, ``{2}``), which are
 always names or literals, so no entry needs parentheses around its operands. The helpers the
 entries call (``fir_*``) are defined in :mod:`.prelude`, overloaded by type where the semantics
-differ (``fir_floordiv`` of ints and of floats), so one line serves every dtype. Adding an op to
-FIR means one line here (``tests/backends/test_cpp_render.py`` checks that every elementwise op has one).
+differ (``fir_max`` of ints and of floats), so one line serves every dtype; the ops missing here
+(``floordiv``, ``sigmoid`` …) reach the renderer written with others
+(:mod:`fir.backends.plan.lowering`). Adding an op to FIR means one line here (``tests/backends/test_cpp_render.py`` checks that every elementwise op has one).
 """
 
 from __future__ import annotations
@@ -18,27 +19,25 @@ from fir.ir.accumulators import Component, extreme, state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
-# Elementwise ops (the ``scalar=True`` entries of fir.ir.ops.OPS). f16/bf16 operands are floats.
+# Elementwise ops (the ``scalar=True`` entries of fir.ir.ops.OPS, less those
+# fir.backends.plan.lowering writes with others, plus the plan's primitives). f16/bf16
+# operands are floats.
 OPS: dict[str, str] = {
     "add": "{0} + {1}",
     "sub": "{0} - {1}",
     "mul": "{0} * {1}",
     "div": "{0} / {1}",
+    "tdiv": "{0} / {1}",  # plan primitives (backends/plan/instructions.py)
+    "trem": "{0} % {1}",
     "neg": "-{0}",
     "abs": "fir_fabs({0})",
-    "square": "{0} * {0}",
-    "reciprocal": "1 / {0}",
     "maximum": "fir_max({0}, {1})",
     "minimum": "fir_min({0}, {1})",
-    "floordiv": "fir_floordiv({0}, {1})",
-    "mod": "fir_mod({0}, {1})",
     "fmod": "fir_fmod({0}, {1})",
     "pow": "fir_pow({0}, {1})",
     "atan2": "fir_atan2({0}, {1})",
     "hypot": "fir_hypot({0}, {1})",
     "copysign": "fir_copysign({0}, {1})",
-    "relu": "fir_relu({0})",
-    "sign": "fir_sign({0})",
     "floor": "fir_floor({0})",
     "ceil": "fir_ceil({0})",
     "round": "fir_round({0})",
@@ -51,7 +50,6 @@ OPS: dict[str, str] = {
     "log10": "fir_log10({0})",
     "log1p": "fir_log1p({0})",
     "sqrt": "fir_sqrt({0})",
-    "rsqrt": "fir_rsqrt({0})",
     "sin": "fir_sin({0})",
     "cos": "fir_cos({0})",
     "tan": "fir_tan({0})",
@@ -64,15 +62,12 @@ OPS: dict[str, str] = {
     "asinh": "fir_asinh({0})",
     "acosh": "fir_acosh({0})",
     "atanh": "fir_atanh({0})",
-    "sigmoid": "fir_sigmoid({0})",
     "erf": "fir_erf({0})",
     "erfc": "fir_erfc({0})",
     "erfinv": "fir_erfinv({0})",
     "lgamma": "fir_lgamma({0})",
     "digamma": "fir_digamma({0})",
     "isnan": "fir_isnan({0})",
-    "isinf": "fir_isinf({0})",
-    "isfinite": "fir_isfinite({0})",
     "signbit": "fir_signbit({0})",
     "eq": "{0} == {1}",
     "ne": "{0} != {1}",
@@ -95,19 +90,21 @@ OPS: dict[str, str] = {
 }
 
 # Integer operands: the ops whose C++ operators would overflow (undefined for signed types)
-# wrap as torch's do; abs and relu of ints need no float helper.
+# wrap as torch's do; abs of ints needs no float helper.
 INT_OPS: dict[str, str] = {
     "add": "fir_wadd({0}, {1})",
     "sub": "fir_wsub({0}, {1})",
     "mul": "fir_wmul({0}, {1})",
     "neg": "fir_wneg({0})",
     "abs": "fir_wabs({0})",
-    "square": "fir_wmul({0}, {0})",
     "floor": "{0}",
     "ceil": "{0}",
     "round": "{0}",
     "trunc": "{0}",
 }
+
+# the ops this renderer writes itself: the others of fir.backends.plan.lowering are lowered
+NATIVE_OPS = frozenset(OPS)
 
 # ops on truth values: a non-bool operand is compared with zero first (``fir_truth``)
 LOGICAL = ("logical_not", "logical_and", "logical_or", "logical_xor")

@@ -7,8 +7,7 @@ No C++ standard library headers beyond ``<stdint.h>``: the libm functions are de
 a loop with ``exp`` runs one scalar call per element.
 
 Semantics follow the reference interpreter (PyTorch's eager CPU kernels): NaN propagates through
-``maximum``/``minimum``/``max``/``min``; integer arithmetic wraps; floor division and modulo
-round toward negative infinity; shifts by a negative amount or by the width or more give 0 (left)
+``maximum``/``minimum``/``max``/``min``; integer arithmetic wraps; shifts by a negative amount or by the width or more give 0 (left)
 or the sign (right); a float converts to a signed integer type saturating (NaN to 0) and to u8
 through int64, as docs/ops.md says for ``cast``. f16 and bf16 round to
 nearest even and keep NaN payloads, as torch's vectorised conversions do; the vectorised loops
@@ -68,56 +67,20 @@ FIR_F2(fir_pow, powf, pow) FIR_F2(fir_atan2, atan2f, atan2) FIR_F2(fir_hypot, hy
 FIR_F2(fir_fmod, __builtin_fmodf, __builtin_fmod)
 FIR_F2(fir_copysign, __builtin_copysignf, __builtin_copysign)
 
-// -- floats: NaN tests, NaN-propagating max/min, torch's floor division and remainder
+// -- floats: NaN tests, NaN-propagating max/min
 template <class T> static inline bool fir_isnan(T x) { return x != x; }
-static inline bool fir_isinf(float x) { return __builtin_isinf(x); }
-static inline bool fir_isinf(double x) { return __builtin_isinf(x); }
-static inline bool fir_isfinite(float x) { return __builtin_isfinite(x); }
-static inline bool fir_isfinite(double x) { return __builtin_isfinite(x); }
 static inline bool fir_signbit(float x) { return __builtin_signbit(x); }
 static inline bool fir_signbit(double x) { return __builtin_signbit(x); }
 template <class T> static inline T fir_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <class T> static inline T fir_min(T a, T b) { return (a != a || a < b) ? a : b; }
-template <class T> static inline T fir_rsqrt(T x) { return T(1) / fir_sqrt(x); }
-template <class T> static inline T fir_sigmoid(T x) { return T(1) / (T(1) + fir_exp(-x)); }
-template <class T> static inline T fir_relu(T x) { return x < T(0) ? T(0) : x; }
-template <class T> static inline T fir_sign(T x) { return T((x > T(0)) - (x < T(0))); }
 template <class T> static inline bool fir_truth(T x) { return x != T(0); }
-template <class T> static inline T fir_fmod_floor(T a, T b) {
-  T m = fir_fmod(a, b);
-  return (m != T(0) && ((b < T(0)) != (m < T(0)))) ? m + b : m;
-}
-template <class T> static inline T fir_floordiv_float(T a, T b) {
-  if (b == T(0)) return a / b;
-  T m = fir_fmod(a, b);
-  T d = (a - m) / b;
-  if (m != T(0) && ((b < T(0)) != (m < T(0)))) d -= T(1);
-  if (d == T(0)) return fir_copysign(T(0), a / b);
-  T f = fir_floor(d);
-  return (d - f > T(0.5)) ? f + T(1) : f;
-}
-static inline float fir_floordiv(float a, float b) { return fir_floordiv_float(a, b); }
-static inline double fir_floordiv(double a, double b) { return fir_floordiv_float(a, b); }
-static inline float fir_mod(float a, float b) { return fir_fmod_floor(a, b); }
-static inline double fir_mod(double a, double b) { return fir_fmod_floor(a, b); }
 
-// -- integers: wrapping arithmetic (signed overflow would be undefined), floor semantics.
-// The caller checks for a zero divisor (an error the kernel reports, as the interpreter does).
+// -- integers: wrapping arithmetic (signed overflow would be undefined)
 template <class T> static inline T fir_wadd(T a, T b) { return T(uint64_t(a) + uint64_t(b)); }
 template <class T> static inline T fir_wsub(T a, T b) { return T(uint64_t(a) - uint64_t(b)); }
 template <class T> static inline T fir_wmul(T a, T b) { return T(uint64_t(a) * uint64_t(b)); }
 template <class T> static inline T fir_wneg(T a) { return T(uint64_t(0) - uint64_t(a)); }
 template <class T> static inline T fir_wabs(T a) { return a < T(0) ? fir_wneg(a) : a; }
-template <class T> static inline T fir_floordiv(T a, T b) {
-  if (T(-1) < T(0) && b == T(-1)) return fir_wneg(a);  // INT_MIN / -1 traps; torch wraps
-  T q = T(a / b), r = T(a % b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? T(q - 1) : q;
-}
-template <class T> static inline T fir_mod(T a, T b) {
-  if (T(-1) < T(0) && b == T(-1)) return T(0);
-  T r = T(a % b);
-  return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
-}
 template <class T> static inline T fir_shl(T a, T b) {
   return (b < T(0) || int64_t(b) >= int64_t(8 * sizeof(T))) ? T(0) : T(uint64_t(a) << b);
 }

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from fir.backends.plan.kernel import KernelPlan
 from fir.backends.plan.loop_tree import loop_tree
+from fir.backends.plan.lowering import lower
 from fir.backends.plan.program import ProgramPlan, shared_storage
 from fir.ir.types import dim_str
 
 from .emit import DIVISION_BY_ZERO, RESERVED
 from .loops import KernelWriter
-from .ops import STORAGE
+from .ops import NATIVE_OPS, STORAGE
 from .prelude import PRELUDE
 
 __all__ = ["DIVISION_BY_ZERO", "kernel_symbol", "render_kernel", "render_program"]
@@ -56,6 +57,7 @@ def render_program(plan: ProgramPlan) -> str:
 def render_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> str:
     """One kernel's function. ``aliased``: arguments that share storage with another argument
     of the kernel (an in-place result): they get no ``__restrict``."""
+    plan = lower(plan, NATIVE_OPS)
     w = KernelWriter(plan)
     for k, a in enumerate(plan.args):
         ctype = STORAGE[a.dtype]

@@ -38,6 +38,7 @@ import sympy
 from fir.backends.plan import KernelPlan
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.instructions import (
+    DIVIDES,
     AccInit,
     AccResult,
     Accumulate,
@@ -58,6 +59,7 @@ from fir.backends.plan.loop_tree import (
     loop_tree,
     walk,
 )
+from fir.backends.plan.lowering import lower
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -70,7 +72,6 @@ from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .omp import add_driver
@@ -99,6 +100,13 @@ def reassociate() -> bool:
 
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
 DIVISION_BY_ZERO = -1
+
+
+def native(op: str, dtype: DType) -> bool:
+    """Whether this renderer writes ``op`` of ``dtype`` operands itself: of the ops
+    :mod:`fir.backends.plan.lowering` can write with others, an f32 function of
+    :mod:`.vecmath` (``sigmoid``), whose one branch-free sequence beats the composition."""
+    return op in MATH_F32 and (dtype.compute_dtype is DType.F32 or op in MATH_F64)
 
 
 class _AccessGroup(ir.values.MDValue):
@@ -171,6 +179,8 @@ class _Kernel:
         # a bound on |value| where the ops that made it give one (sin of anything is at most
         # 1): lets sin/cos of such a value skip the full-range reduction (see _magnitude)
         self.magnitude: dict[str, float] = {}
+        # composite ops as primitive ones (the schedule above was decided on the plan as it was)
+        self.plan = plan = lower(plan, native)
         self.bufs: dict[str, ir.Value] = {}
         for k, a in enumerate(plan.args):
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
@@ -664,7 +674,7 @@ class _Kernel:
         m = [self._bound(a) for a in i.args]
         if i.op in ("sin", "cos", "tanh", "erf", "sigmoid"):
             return 1.0
-        if i.op in ("relu", "abs", "neg") and m:
+        if i.op in ("abs", "neg") and m:
             return m[0]
         if i.op in ("add", "sub") and len(m) == 2:
             return m[0] + m[1]
@@ -703,35 +713,18 @@ class _Kernel:
         b = self.b
         if op in MATH_F32 and (ty == F32 or op in MATH_F64):
             return MATH_F32[op](b, a[0])  # branch-free IR: the loop vectoriser widens it
-        one, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)
         simple: dict[str, Callable[[], Any]] = {
             "add": lambda: b.fadd(*a),
             "sub": lambda: b.fsub(*a),
             "mul": lambda: b.fmul(*a),
             "div": lambda: b.fdiv(*a),
+            "fmod": lambda: b.frem(*a),  # libm's fmod, and the loop vectoriser knows it
             "neg": lambda: b.fneg(a[0]),
-            "square": lambda: b.fmul(a[0], a[0]),
-            "reciprocal": lambda: b.fdiv(one, a[0]),
-            "relu": lambda: b.select(b.fcmp_ordered("<", a[0], zero), zero, a[0]),
-            "sigmoid": lambda: b.fdiv(
-                one, b.fadd(one, self.intrinsic("llvm.exp", ty, [b.fneg(a[0])]))
-            ),
-            "rsqrt": lambda: b.fdiv(one, self.intrinsic("llvm.sqrt", ty, [a[0]])),
             "isnan": lambda: b.fcmp_unordered("uno", a[0], a[0]),
-            "isinf": lambda: b.fcmp_ordered(
-                "==", self.intrinsic("llvm.fabs", ty, [a[0]]), ir.Constant(ty, float("inf"))
-            ),
-            "isfinite": lambda: b.fcmp_ordered(
-                "<", self.intrinsic("llvm.fabs", ty, [a[0]]), ir.Constant(ty, float("inf"))
-            ),
             "signbit": lambda: b.icmp_signed(
                 "<",
                 b.bitcast(a[0], I32 if ty == F32 else I64),
                 ir.Constant(I32 if ty == F32 else I64, 0),
-            ),
-            "sign": lambda: b.fsub(
-                b.uitofp(b.fcmp_ordered(">", a[0], zero), ty),
-                b.uitofp(b.fcmp_ordered("<", a[0], zero), ty),
             ),
             "maximum": lambda: b.select(
                 b.or_(b.fcmp_unordered("uno", a[0], a[0]), b.fcmp_ordered(">", a[0], a[1])),
@@ -743,8 +736,6 @@ class _Kernel:
                 a[0],
                 a[1],
             ),
-            "mod": lambda: self.fmod_floor(a[0], a[1], ty),
-            "floordiv": lambda: self.floordiv(a[0], a[1], ty),
         }
         if op in simple:
             return simple[op]()
@@ -758,81 +749,35 @@ class _Kernel:
             return self.intrinsic(intrinsics[op], ty, a)
         libm = {
             "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-            "acosh", "atanh", "erf", "erfc", "atan2", "hypot", "fmod", "lgamma",
+            "acosh", "atanh", "erf", "erfc", "atan2", "hypot", "lgamma",
         }  # fmt: skip
         if op in libm:
             return self.libm(op, ty, a)
         raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{op}' yet")
 
-    def fmod_floor(self, x: Any, y: Any, ty: ir.Type) -> Any:
-        b = self.b
-        m = b.frem(x, y)
-        zero = ir.Constant(ty, 0.0)
-        fix = b.and_(
-            b.fcmp_ordered("!=", m, zero),
-            b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", m, zero)),
-        )
-        return b.select(fix, b.fadd(m, y), m)
-
-    def floordiv(self, x: Any, y: Any, ty: ir.Type) -> Any:
-        # torch's: through fmod, rounded to the nearest integer; x / y for a zero divisor
-        b = self.b
-        zero, one, half = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0), ir.Constant(ty, 0.5)
-        m = b.frem(x, y)
-        d = b.fdiv(b.fsub(x, m), y)
-        fix = b.and_(
-            b.fcmp_ordered("!=", m, zero),
-            b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", m, zero)),
-        )
-        d = b.select(fix, b.fsub(d, one), d)
-        f = self.intrinsic("llvm.floor", ty, [d])
-        r = b.select(b.fcmp_ordered(">", b.fsub(d, f), half), b.fadd(f, one), f)
-        q = b.fdiv(x, y)
-        r = b.select(
-            b.fcmp_ordered("==", d, zero), self.intrinsic("llvm.copysign", ty, [zero, q]), r
-        )
-        return b.select(b.fcmp_ordered("==", y, zero), q, r)
-
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
         zero = ir.Constant(ty, 0)
         unsigned = src is DType.U8 or src.is_bool
-        if op in FAILS_ON_ZERO_DIVISOR:
+        if op in DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
             fail = self.fn.append_basic_block("div.zero")
             ok = self.fn.append_basic_block("div.ok")
             b.cbranch(b.icmp_signed("==", a[1], zero), fail, ok)
             b.position_at_end(fail)
             b.ret(ir.Constant(I64, DIVISION_BY_ZERO))
             b.position_at_end(ok)
-            if unsigned:
-                return b.udiv(*a) if op == "floordiv" else b.urem(*a)
-            minus_one = b.icmp_signed("==", a[1], ir.Constant(ty, -1))
-            d = b.select(minus_one, ir.Constant(ty, 1), a[1])  # INT_MIN / -1 traps; torch wraps
-            q, r = b.sdiv(a[0], d), b.srem(a[0], d)
-            fix = b.and_(
-                b.icmp_signed("!=", r, zero),
-                b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero)),
-            )
-            if op == "floordiv":
-                out = b.select(fix, b.sub(q, ir.Constant(ty, 1)), q)
-                return b.select(minus_one, b.neg(a[0]), out)
-            out = b.select(fix, b.add(r, d), r)
-            return b.select(minus_one, zero, out)
+            if op == "tdiv":
+                return b.udiv(*a) if unsigned else b.sdiv(*a)
+            return b.urem(*a) if unsigned else b.srem(*a)
         cmp = b.icmp_unsigned if unsigned else b.icmp_signed
         table: dict[str, Callable[[], Any]] = {
             "add": lambda: b.or_(*a) if src.is_bool else b.add(*a),
             "sub": lambda: b.sub(*a),
             "mul": lambda: b.and_(*a) if src.is_bool else b.mul(*a),
             "neg": lambda: b.neg(a[0]),
-            "square": lambda: b.mul(a[0], a[0]),
             "abs": lambda: a[0] if unsigned else b.select(cmp("<", a[0], zero), b.neg(a[0]), a[0]),
-            "relu": lambda: a[0] if unsigned else b.select(cmp("<", a[0], zero), zero, a[0]),
             "maximum": lambda: b.select(cmp(">", a[0], a[1]), a[0], a[1]),
             "minimum": lambda: b.select(cmp("<", a[0], a[1]), a[0], a[1]),
-            "sign": lambda: b.sub(
-                b.zext(cmp(">", a[0], zero), ty) if ty != I1 else cmp(">", a[0], zero),
-                b.zext(cmp("<", a[0], zero), ty) if ty != I1 else cmp("<", a[0], zero),
-            ),
             "floor": lambda: a[0],
             "ceil": lambda: a[0],
             "round": lambda: a[0],

@@ -16,12 +16,26 @@ from typing import Any
 
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
+from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.symbolic import print_expr
 from fir.ir.types import Dim, dim_str
 
 # the error code a kernel reports for an integer division by zero (index checks have codes 1, 2,
 # …, unique in a program)
 DIVISION_BY_ZERO = -1
+
+# Plan primitives: ops of ``Compute`` that the IR has no op for, which :mod:`.lowering` writes
+# composite ops with and each renderer maps one to one:
+#
+# * ``tdiv a, b``: integer division truncating toward zero (C's ``/``);
+# * ``trem a, b``: its remainder, with the dividend's sign (C's ``%``).
+#
+# Both take a divisor that is never -1 (the lowering replaces it, so no renderer meets
+# ``INT_MIN / -1``); a zero divisor is an error the kernel reports (``DIVISION_BY_ZERO``).
+PLAN_OPS = frozenset({"tdiv", "trem"})
+
+# the ops of ``Compute`` that fail on an integer zero divisor: the IR's and the plan's
+DIVIDES = FAILS_ON_ZERO_DIVISOR | PLAN_OPS
 
 Expr = Any  # an index expression over the kernel's loop variables, indirect symbols and sizes
 Operand = str | Literal  # a value name or a literal

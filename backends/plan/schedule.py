@@ -24,10 +24,11 @@ from typing import Any
 import sympy
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
-from fir.ir.ops import COSTLY_OPS, FAILS_ON_ZERO_DIVISOR
+from fir.ir.ops import COSTLY_OPS
 from fir.ir.types import Dim, dim_str, dims_mul
 
 from .instructions import (
+    DIVIDES,
     AccInit,
     AccResult,
     CheckIndex,
@@ -282,7 +283,7 @@ def can_fail(i: Instr, int_operands: set[str]) -> bool:
     an iteration early, so it is never vectorised nor split among threads."""
     if isinstance(i, CheckIndex):
         return True
-    if isinstance(i, Compute) and i.op in FAILS_ON_ZERO_DIVISOR:
+    if isinstance(i, Compute) and i.op in DIVIDES:
         a, b = i.args[0], i.args[1]
         integer = (isinstance(a, str) and a in int_operands) or (
             isinstance(b, str) and b in int_operands
@@ -338,7 +339,7 @@ def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> 
     for i in instrs:
         if isinstance(i, CheckIndex):
             return False
-        if isinstance(i, Compute) and i.op in FAILS_ON_ZERO_DIVISOR and not i.dtype.is_float:
+        if isinstance(i, Compute) and i.op in DIVIDES and not i.dtype.is_float:
             return False
     stores = [i for i in instrs if isinstance(i, Store)]
     if any(step(s.index, var) != 1 for s in stores):

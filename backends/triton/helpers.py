@@ -1,5 +1,5 @@
 """``@triton.jit`` helpers that generated kernels call: torch's semantics where Triton's
-operators differ (NaN-propagating max/min, floor division and remainder, shifts past the width),
+operators differ (NaN-propagating max/min, shifts past the width),
 accumulator merges for ``tl.reduce``, and digamma (libdevice has none).
 
 Generated modules import everything here (``from fir.backends.triton.helpers import *``) and
@@ -52,8 +52,6 @@ __all__ = [
     "fir_ceil",
     "fir_fdiv",
     "fir_floor",
-    "fir_floordiv_float",
-    "fir_floordiv_int",
     "fir_idiv",
     "fir_imod",
     "fir_lgamma",
@@ -61,12 +59,9 @@ __all__ = [
     "fir_max_combine",
     "fir_min",
     "fir_min_combine",
-    "fir_mod_float",
-    "fir_mod_int",
     "fir_prod_combine",
     "fir_shl",
     "fir_shr",
-    "fir_sign",
     "fir_sum_combine",
     "fir_welford_combine",
     "ld",
@@ -93,46 +88,6 @@ def fir_max(a, b):
 @triton.jit
 def fir_min(a, b):
     return tl.where((a != a) | (a < b), a, b)
-
-
-@triton.jit
-def fir_sign(x):
-    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
-
-
-@triton.jit
-def fir_mod_float(a, b):
-    # Python's remainder: the sign of the divisor
-    m = ld.fmod(a, b)
-    return tl.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
-
-
-@triton.jit
-def fir_floordiv_float(a, b):
-    # torch's floor_divide of floats: through fmod, so that a // b * b + a % b == a, rounded to
-    # the nearest integer; a zero divisor gives a / b (inf or nan)
-    m = ld.fmod(a, b)
-    d = fir_fdiv(a - m, b)
-    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
-    f = tl.floor(d)
-    r = tl.where(d - f > 0.5, f + 1.0, f)
-    q = fir_fdiv(tl.zeros_like(m) + a, b)
-    r = tl.where(d == 0, ld.copysign(d * 0.0, q), r)
-    return tl.where(b == 0, q, r)
-
-
-@triton.jit
-def fir_floordiv_int(a, b):
-    # the caller has replaced a zero divisor (and reported it)
-    q = a // b
-    r = a % b
-    return tl.where((r != 0) & ((r < 0) != (b < 0)), q - 1, q)
-
-
-@triton.jit
-def fir_mod_int(a, b):
-    r = a % b
-    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
 @triton.jit

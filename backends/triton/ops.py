@@ -2,8 +2,9 @@
 and what each reduction kind starts from.
 
 Entries are ``str.format`` patterns over operand names (``{0}``, ``{1}``, ``{2}``); the helpers
-they call (``fir_*``) are ``@triton.jit`` functions of :mod:`.prelude`, written once for every
-dtype where the semantics differ (torch's floor division of ints and of floats). Math goes
+they call (``fir_*``) are ``@triton.jit`` functions of :mod:`.helpers`, written once for every
+dtype where the semantics differ (NaN-propagating ``maximum``). Ops missing here (``floordiv``,
+``sigmoid`` …) reach the renderer written with others (:mod:`fir.backends.plan.lowering`). Math goes
 through libdevice (``ld.*``), floor and ceil through helpers that keep subnormals (libdevice flushes them); division and square root of f32 are IEEE's (``tl.div_rn``,
 ``tl.sqrt_rn``: Triton's ``/`` on f32 is CUDA's approximate one, and libdevice's ``sqrt`` flushes
 subnormals to zero, so ``rsqrt`` of 1e-40 would be inf). f16 and bf16 values are computed in f32: loads widen, stores narrow, a ``cast`` to
@@ -27,19 +28,13 @@ OPS: dict[str, str] = {
     "div": "tl.div_rn({0}, {1})",
     "neg": "-{0}",
     "abs": "tl.abs({0})",
-    "square": "{0} * {0}",
-    "reciprocal": "tl.div_rn(1.0, {0})",
     "maximum": "fir_max({0}, {1})",
     "minimum": "fir_min({0}, {1})",
-    "floordiv": "fir_floordiv_float({0}, {1})",
-    "mod": "fir_mod_float({0}, {1})",
     "fmod": "ld.fmod({0}, {1})",
     "pow": "ld.pow({0}, {1})",
     "atan2": "ld.atan2({0}, {1})",
     "hypot": "ld.hypot({0}, {1})",
     "copysign": "ld.copysign({0}, {1})",
-    "relu": "tl.where({0} < 0, 0.0, {0})",
-    "sign": "fir_sign({0})",
     "floor": "fir_floor({0})",
     "ceil": "fir_ceil({0})",
     "round": "ld.rint({0})",
@@ -52,7 +47,6 @@ OPS: dict[str, str] = {
     "log10": "ld.log10({0})",
     "log1p": "ld.log1p({0})",
     "sqrt": "tl.sqrt_rn({0})",
-    "rsqrt": "tl.div_rn(1.0, tl.sqrt_rn({0}))",
     "sin": "tl.sin({0})",
     "cos": "tl.cos({0})",
     "tan": "ld.tan({0})",
@@ -65,15 +59,12 @@ OPS: dict[str, str] = {
     "asinh": "ld.asinh({0})",
     "acosh": "ld.acosh({0})",
     "atanh": "ld.atanh({0})",
-    "sigmoid": "tl.div_rn(1.0, 1.0 + ld.exp(-{0}))",
     "erf": "ld.erf({0})",
     "erfc": "ld.erfc({0})",
     "erfinv": "ld.erfinv({0})",
     "lgamma": "fir_lgamma({0})",
     "digamma": "fir_digamma({0})",
     "isnan": "{0} != {0}",
-    "isinf": "tl.abs({0}) == float('inf')",
-    "isfinite": "tl.abs({0}) < float('inf')",
     "signbit": "ld.signbit({0}) != 0",
     "eq": "{0} == {1}",
     "ne": "{0} != {1}",
@@ -96,25 +87,17 @@ OPS: dict[str, str] = {
 
 # f64 operands: tl.div_rn (IEEE division; Triton's ``/`` on f32 is approximate) takes f32 only,
 # and f64's ``/`` is IEEE already
-F64_OPS: dict[str, str] = {
-    "sqrt": "ld.sqrt({0})",
-    "div": "{0} / {1}",
-    "reciprocal": "1.0 / {0}",
-    "rsqrt": "1.0 / ld.sqrt({0})",
-    "sigmoid": "1.0 / (1.0 + ld.exp(-{0}))",
-}
+F64_OPS: dict[str, str] = {"sqrt": "ld.sqrt({0})", "div": "{0} / {1}"}
 
 # Integer (and bool) operands: torch's semantics where they differ from the float entries
 # (Triton's integer ops wrap in two's complement, as torch's do).
 INT_OPS: dict[str, str] = {
     "div": "{0} / {1}",
+    "tdiv": "{0} // {1}",  # plan primitives (backends/plan/instructions.py): C's, as Triton's
+    "trem": "{0} % {1}",
     "abs": "tl.where({0} < 0, -{0}, {0})",
-    "relu": "tl.where({0} < 0, 0, {0})",
     "maximum": "tl.maximum({0}, {1})",
     "minimum": "tl.minimum({0}, {1})",
-    "floordiv": "fir_floordiv_int({0}, {1})",
-    "mod": "fir_mod_int({0}, {1})",
-    "sign": "((({0} > 0).to(tl.int8) - ({0} < 0).to(tl.int8)).to({0}.dtype))",
     "floor": "{0}",
     "ceil": "{0}",
     "round": "{0}",
@@ -130,7 +113,8 @@ BOOL_OPS: dict[str, str] = {
     "mul": "{0} & {1}",
 }
 
-# integer ops that fail on a zero divisor (the interpreter raises ZeroDivisionError)
+# the ops this renderer writes itself: the others of fir.backends.plan.lowering are lowered
+NATIVE_OPS = frozenset(OPS) | frozenset(INT_OPS)
 
 TL: dict[DType, str] = {
     DType.BOOL: "tl.int1",

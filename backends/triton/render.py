@@ -41,6 +41,7 @@ from typing import Any
 from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.block_schedule import BlockSchedule, block_schedule, x_loops
 from fir.backends.plan.instructions import (
+    DIVIDES,
     AccInit,
     AccResult,
     Accumulate,
@@ -53,17 +54,18 @@ from fir.backends.plan.instructions import (
     LoopEnd,
     Store,
 )
+from fir.backends.plan.lowering import lower
 from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import FAILS_ON_ZERO_DIVISOR
 from fir.ir.types import Dim, dims_mul
 
 from .ops import (
     BOOL_OPS,
     F64_OPS,
     INT_OPS,
+    NATIVE_OPS,
     OPS,
     TL,
     accumulator_type,
@@ -253,7 +255,7 @@ class _Writer:
         return "\n".join(head + self.lines) + "\n"
 
     def _divides(self, i: Any) -> bool:
-        if not isinstance(i, Compute) or i.op not in FAILS_ON_ZERO_DIVISOR or i.dtype.is_float:
+        if not isinstance(i, Compute) or i.op not in DIVIDES or i.dtype.is_float:
             return False
         d = i.args[1]
         return not (isinstance(d, Literal) and d.value not in (0, None))
@@ -650,6 +652,7 @@ def render_kernel(
     configuration, and whether it can fail (takes the error buffer). ``aliased``: arguments
     that share storage with another argument (an in-place result)."""
     cfg = cfg or block_schedule(plan)
+    plan = lower(plan, NATIVE_OPS)  # after the configuration, which counts the plan's ops
     w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
     source = w.write()
     return source, cfg, w.fails
