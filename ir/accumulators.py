@@ -67,3 +67,98 @@ def extreme(dtype: DType, lowest: bool) -> float | int | bool:
         return 0 if lowest else 255
     bits = dtype.itemsize * 8
     return -(2 ** (bits - 1)) if lowest else 2 ** (bits - 1) - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# merging two states
+
+
+@dataclass(frozen=True)
+class Step:
+    """``dst = op(args)``: an elementwise op of the IR (``add``, ``lt``, ``where`` …) of
+    ``dtype``. An argument is a component of the states merged (``a0``, ``a1`` … of the one
+    merged into, ``b0`` … of the other), an earlier step's ``dst``, or a number (a literal
+    of the dtype of the step's named operands)."""
+
+    dst: str
+    op: str
+    args: tuple[str | float | int | bool, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Merge:
+    """How two states of a reduction combine into one (threads, vector lanes, the elements of
+    a ``tl.reduce``): ``steps`` in order, then ``results``, the name each component takes
+    from (a step's ``dst`` or an ``a``/``b`` component)."""
+
+    steps: tuple[Step, ...]
+    results: tuple[str, ...]
+
+
+def merge(kind: str, dtype: DType) -> Merge:
+    """The merge of two states of a ``kind`` reduction over ``dtype`` values (:func:`state`),
+    stated once for every renderer, which writes each step with its op table:
+
+    * sum, prod, max, min, any: the op of the kind (NaN-propagating ``maximum``/``minimum``);
+    * argmax/argmin: the better value wins, NaN counts as the best, and of equal values (two
+      NaNs are equal here) the smaller index, whichever state it comes from, as torch's
+      first-index rule; an index < 0 is an empty state, which never wins;
+    * welford: Chan's formula for (mean, M2, count); an empty other state leaves this one."""
+    comps = state(kind, dtype)
+    t = comps[0].dtype
+    b = DType.BOOL
+    if kind in ("sum", "prod", "max", "min", "any"):
+        op = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}.get(
+            kind, "logical_or"
+        )
+        return Merge((Step("r", op, ("a0", "b0"), t),), ("r",))
+    if kind in ("argmax", "argmin"):
+        i64 = DType.I64
+        steps = [
+            Step("better", "gt" if kind == "argmax" else "lt", ("b0", "a0"), b),
+            Step("equal", "eq", ("b0", "a0"), b),
+        ]
+        if dtype.is_float:
+            steps += [
+                Step("a_nan", "ne", ("a0", "a0"), b),
+                Step("b_nan", "ne", ("b0", "b0"), b),
+                Step("a_num", "logical_not", ("a_nan",), b),
+                Step("nan_wins", "bitwise_and", ("b_nan", "a_num"), b),
+                Step("b_better", "bitwise_or", ("better", "nan_wins"), b),
+                Step("nans", "bitwise_and", ("a_nan", "b_nan"), b),
+                Step("same", "bitwise_or", ("equal", "nans"), b),
+            ]
+        better, same = ("b_better", "same") if dtype.is_float else ("better", "equal")
+        steps += [
+            Step("earlier", "lt", ("b1", "a1"), b),
+            Step("tie", "bitwise_and", (same, "earlier"), b),
+            Step("a_empty", "lt", ("a1", 0), b),
+            Step("wins", "bitwise_or", (better, "tie"), b),
+            Step("wins_or_empty", "bitwise_or", ("wins", "a_empty"), b),
+            Step("b_full", "ge", ("b1", 0), b),
+            Step("take", "bitwise_and", ("b_full", "wins_or_empty"), b),
+            Step("value", "where", ("take", "b0", "a0"), dtype),
+            Step("index", "where", ("take", "b1", "a1"), i64),
+        ]
+        return Merge(tuple(steps), ("value", "index"))
+    if kind == "welford":
+        return Merge(
+            (
+                Step("n", "add", ("a2", "b2"), t),
+                Step("d", "sub", ("b0", "a0"), t),
+                Step("share", "div", ("b2", "n"), t),  # NaN for two empty states: not taken
+                Step("shift", "mul", ("d", "share"), t),
+                Step("mean", "add", ("a0", "shift"), t),
+                Step("m2s", "add", ("a1", "b1"), t),
+                Step("dd", "mul", ("d", "d"), t),
+                Step("dda", "mul", ("dd", "a2"), t),
+                Step("spread", "mul", ("dda", "share"), t),
+                Step("m2", "add", ("m2s", "spread"), t),
+                Step("b_empty", "eq", ("b2", 0.0), b),
+                Step("mean_", "where", ("b_empty", "a0", "mean"), t),
+                Step("m2_", "where", ("b_empty", "a1", "m2"), t),
+            ),
+            ("mean_", "m2_", "n"),
+        )
+    raise KeyError(f"unknown reduction kind '{kind}'")

@@ -44,6 +44,7 @@ from .ops import (
     accumulator,
     accumulator_init,
     accumulator_types,
+    combine,
     literal,
     load_expr,
     store_expr,
@@ -372,7 +373,7 @@ class Emitter:
         scalars."""
         comps = acc.components()
         theirs = {"o" + k[1:]: n + other for k, n in comps.items()}
-        return acc.spec.combine.format(**comps, **theirs)
+        return combine(acc.kind, acc.dtype).format(**comps, **theirs)
 
     def accumulate(self, i: Accumulate) -> None:
         acc = self.accs[i.acc]

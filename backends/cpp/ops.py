@@ -15,7 +15,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from fir.ir.accumulators import Component, extreme, state
+from fir.ir.accumulators import Component, extreme, merge, state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
@@ -243,15 +243,14 @@ def _shortest_f32(v: float) -> str:
 class Accumulator:
     """How a reduction kind accumulates, in C++ statements over its state components.
 
-    ``state`` names the components (suffixes of the accumulator's name) and ``update``,
-    ``combine`` and ``results`` are patterns over them: ``{s}`` / ``{s_i}`` … a component of
-    this state, ``{o}`` / ``{o_i}`` … of the state merged in (another lane's), ``{v}`` the value,
-    ``{i}`` its position in the reduced block (argmax/argmin). Lanes of a vectorised loop each
-    keep a state and are merged in order at the end, so every kind can be vectorised."""
+    ``state`` names the components (suffixes of the accumulator's name) and ``update`` and
+    ``results`` are patterns over them: ``{s}`` / ``{s_i}`` … a component of this state,
+    ``{v}`` the value, ``{i}`` its position in the reduced block (argmax/argmin). Lanes of a
+    vectorised loop each keep a state and are merged in order at the end
+    (:func:`combine`), so every kind can be vectorised."""
 
     state: tuple[str, ...]  # component suffixes; "" is the accumulator's own name
     update: str
-    combine: str
     results: tuple[str, ...]
     # the update where every lane has seen the same number of elements ``{n}`` (the main loop of
     # a vectorised row): one reciprocal ``{inv}`` per block instead of a division per element
@@ -266,30 +265,19 @@ def _pick(better: str) -> str:
     )
 
 
-def _merge(better: str) -> str:
-    return (
-        "if ({o_i} >= 0 && ({s_i} < 0 || {o} " + better + " {s} || "
-        "(({o} == {s} || (fir_isnan({o}) && fir_isnan({s}))) && {o_i} < {s_i}) || "
-        "(fir_isnan({o}) && !fir_isnan({s})))) {{ {s} = {o}; {s_i} = {o_i}; }}"
-    )
-
-
 ACCUMULATORS: dict[str, Accumulator] = {
-    "sum": Accumulator(("",), "{s} = {s} + {v};", "{s} = {s} + {o};", ("{s}",)),
-    "prod": Accumulator(("",), "{s} = {s} * {v};", "{s} = {s} * {o};", ("{s}",)),
-    "max": Accumulator(("",), "{s} = fir_max({s}, {v});", "{s} = fir_max({s}, {o});", ("{s}",)),
-    "min": Accumulator(("",), "{s} = fir_min({s}, {v});", "{s} = fir_min({s}, {o});", ("{s}",)),
-    "any": Accumulator(("",), "{s} = {s} || fir_truth({v});", "{s} = {s} || {o};", ("{s}",)),
-    "argmax": Accumulator(("", "_i"), _pick(">"), _merge(">"), ("{s_i}",)),
-    "argmin": Accumulator(("", "_i"), _pick("<"), _merge("<"), ("{s_i}",)),
-    # Welford's online mean and sum of squared deviations; lanes merge with Chan's formula
+    "sum": Accumulator(("",), "{s} = {s} + {v};", ("{s}",)),
+    "prod": Accumulator(("",), "{s} = {s} * {v};", ("{s}",)),
+    "max": Accumulator(("",), "{s} = fir_max({s}, {v});", ("{s}",)),
+    "min": Accumulator(("",), "{s} = fir_min({s}, {v});", ("{s}",)),
+    "any": Accumulator(("",), "{s} = {s} || fir_truth({v});", ("{s}",)),
+    "argmax": Accumulator(("", "_i"), _pick(">"), ("{s_i}",)),
+    "argmin": Accumulator(("", "_i"), _pick("<"), ("{s_i}",)),
+    # Welford's online mean and sum of squared deviations
     "welford": Accumulator(
         ("_mean", "_m2", "_n"),
         "{{ {s_n} = {s_n} + 1; const auto d = {v} - {s_mean}; {s_mean} = {s_mean} + d / {s_n}; "
         "{s_m2} = {s_m2} + d * ({v} - {s_mean}); }}",
-        "if ({o_n} > 0) {{ const auto n = {s_n} + {o_n}; const auto d = {o_mean} - {s_mean}; "
-        "const auto t = {o_n} / n; {s_mean} = {s_mean} + d * t; "
-        "{s_m2} = {s_m2} + {o_m2} + d * d * {s_n} * t; {s_n} = n; }}",
         ("{s_mean}", "{s_m2}", "{s_n}"),
         "{{ const auto d = {v} - {s_mean}; {s_mean} = {s_mean} + d * {inv}; "
         "{s_m2} = {s_m2} + d * ({v} - {s_mean}); }}",
@@ -299,12 +287,8 @@ ACCUMULATORS: dict[str, Accumulator] = {
 
 # sums and products of integers wrap (in int64, like torch's: the same result modulo 2^n)
 INT_ACCUMULATORS: dict[str, Accumulator] = {
-    "sum": Accumulator(
-        ("",), "{s} = fir_wadd({s}, int64_t({v}));", "{s} = fir_wadd({s}, {o});", ("{s}",)
-    ),
-    "prod": Accumulator(
-        ("",), "{s} = fir_wmul({s}, int64_t({v}));", "{s} = fir_wmul({s}, {o});", ("{s}",)
-    ),
+    "sum": Accumulator(("",), "{s} = fir_wadd({s}, int64_t({v}));", ("{s}",)),
+    "prod": Accumulator(("",), "{s} = fir_wmul({s}, int64_t({v}));", ("{s}",)),
 }
 
 
@@ -313,6 +297,30 @@ def accumulator(kind: str, dtype: DType) -> Accumulator:
     if kind in INT_ACCUMULATORS and not dtype.is_float:
         return INT_ACCUMULATORS[kind]
     return ACCUMULATORS[kind]
+
+
+def combine(kind: str, dtype: DType) -> str:
+    """The statement that merges a state ``{o}``/``{o_i}`` … (another lane's) into ``{s}``/
+    ``{s_i}`` …: :func:`fir.ir.accumulators.merge`'s steps, each a line of the op tables."""
+    suffixes = ACCUMULATORS[kind].state
+    names = {f"a{k}": "{s" + x + "}" for k, x in enumerate(suffixes)}
+    names |= {f"b{k}": "{o" + x + "}" for k, x in enumerate(suffixes)}
+    dtypes = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(state(kind, dtype))}
+    lines = []
+    spec = merge(kind, dtype)
+    for step in spec.steps:
+        named = next(a for a in step.args if isinstance(a, str))
+        operand = dtypes[named]
+        args = [names[a] if isinstance(a, str) else literal(a, operand) for a in step.args]
+        table = INT_OPS if operand.is_int and step.op in INT_OPS else OPS
+        names[step.dst] = "fir_m_" + step.dst
+        dtypes[step.dst] = step.dtype
+        lines.append(
+            f"const {CTYPE[step.dtype]} {names[step.dst]} = {table[step.op].format(*args)};"
+        )
+    for x, r in zip(suffixes, spec.results):
+        lines.append("{s" + x + "} = " + names[r] + ";")
+    return "{{ " + " ".join(lines) + " }}"  # (a pattern: its own braces doubled)
 
 
 def accumulator_types(kind: str, dtype: DType) -> tuple[tuple[str, DType], ...]:

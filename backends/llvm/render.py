@@ -68,7 +68,7 @@ from fir.backends.plan.schedule import (
     independent,
     schedule,
 )
-from fir.ir.accumulators import state
+from fir.ir.accumulators import merge, state
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
@@ -958,51 +958,19 @@ class _Kernel:
         return True
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
-        """Two states of an accumulator (their components) merged into one; for argmax the
-        smaller index wins a tie, whichever state it comes from."""
-        b = self.b
-        s, t = cur[0], other[0]
-        if kind in ("sum", "prod"):
-            if s.type in (F32, F64):
-                out = [b.fadd(s, t) if kind == "sum" else b.fmul(s, t)]
-            else:
-                out = [b.add(s, t) if kind == "sum" else b.mul(s, t)]
-        elif kind == "any":
-            out = [b.or_(s, t)]
-        elif kind in ("max", "min") and dtype.is_float:
-            name = "llvm.maximum" if kind == "max" else "llvm.minimum"
-            out = [self.intrinsic(name, s.type, [s, t])]
-        elif kind in ("max", "min"):
-            out = [self.op("maximum" if kind == "max" else "minimum", [s, t], dtype, dtype)]
-        elif kind in ("argmax", "argmin"):
-            si, ti = cur[1], other[1]
-            op = ">" if kind == "argmax" else "<"
-            if dtype.is_float:
-                t_nan, s_nan = b.fcmp_unordered("uno", t, t), b.fcmp_unordered("uno", s, s)
-                better = b.or_(b.fcmp_ordered(op, t, s), b.and_(t_nan, b.not_(s_nan)))
-                tie = b.or_(b.fcmp_ordered("==", t, s), b.and_(t_nan, s_nan))
-            else:
-                unsigned = dtype is DType.U8 or dtype.is_bool
-                cmp = b.icmp_unsigned if unsigned else b.icmp_signed
-                better, tie = cmp(op, t, s), cmp("==", t, s)
-            first = b.and_(tie, b.icmp_signed("<", ti, si))
-            none = ir.Constant(I64, 0)
-            take = b.and_(
-                b.icmp_signed(">=", ti, none),
-                b.or_(b.icmp_signed("<", si, none), b.or_(better, first)),
-            )
-            out = [b.select(take, t, s), b.select(take, ti, si)]
-        else:  # welford: Chan's merge of (mean, m2, count)
-            (ma, m2a, na), (mb, m2b, nb) = cur, other
-            n = b.fadd(na, nb)
-            ty = n.type
-            safe = b.select(b.fcmp_ordered("==", n, ir.Constant(ty, 0.0)), ir.Constant(ty, 1.0), n)
-            d = b.fsub(mb, ma)
-            mean = b.fadd(ma, b.fmul(d, b.fdiv(nb, safe)))
-            m2 = b.fadd(b.fadd(m2a, m2b), b.fmul(b.fmul(d, d), b.fdiv(b.fmul(na, nb), safe)))
-            empty = b.fcmp_ordered("==", nb, ir.Constant(ty, 0.0))
-            out = [b.select(empty, ma, mean), b.select(empty, m2a, m2), n]
-        return out
+        """Two states of an accumulator (their components) merged into one: the steps of
+        :func:`fir.ir.accumulators.merge`, each through :meth:`op`."""
+        comps = state(kind, dtype)
+        vals = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
+        types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
+        spec = merge(kind, dtype)
+        for step in spec.steps:
+            named = next(a for a in step.args if isinstance(a, str))
+            src = step.dtype if step.op == "where" else types[named]
+            args = [vals[a] if isinstance(a, str) else self.const(a, src) for a in step.args]
+            vals[step.dst] = self.op(step.op, args, src, step.dtype)
+            types[step.dst] = step.dtype
+        return [vals[r] for r in spec.results]
 
     def _accresult(self, i: AccResult) -> None:
         kind, dtype, slots = self.accs[i.acc]

@@ -1,6 +1,6 @@
 """``@triton.jit`` helpers that generated kernels call: torch's semantics where Triton's
 operators differ (NaN-propagating max/min, shifts past the width),
-accumulator merges for ``tl.reduce``, and digamma (libdevice has none).
+and digamma (libdevice has none).
 
 Generated modules import everything here (``from fir.backends.triton.helpers import *``) and
 call math through ``ld``: CUDA's libdevice when compiling, and :mod:`.interp_math` (numpy) under
@@ -45,9 +45,6 @@ FIR_LAUNCH = _launch_options()
 
 __all__ = [
     "FIR_LAUNCH",
-    "fir_any_combine",
-    "fir_argmax_combine",
-    "fir_argmin_combine",
     "fir_digamma",
     "fir_ceil",
     "fir_fdiv",
@@ -56,14 +53,9 @@ __all__ = [
     "fir_imod",
     "fir_lgamma",
     "fir_max",
-    "fir_max_combine",
     "fir_min",
-    "fir_min_combine",
-    "fir_prod_combine",
     "fir_shl",
     "fir_shr",
-    "fir_sum_combine",
-    "fir_welford_combine",
     "ld",
     "tl",
     "triton",
@@ -181,59 +173,3 @@ def fir_ceil(x):
         return tl.where(tiny, tl.where(x > 0, 1.0, -0.0), tl.ceil(x))
     else:
         return tl.ceil(x)
-
-
-# -- merges for tl.reduce (the lanes of an accumulator, then the block)
-
-
-@triton.jit
-def fir_sum_combine(a, b):
-    return a + b
-
-
-@triton.jit
-def fir_prod_combine(a, b):
-    return a * b
-
-
-@triton.jit
-def fir_max_combine(a, b):
-    return fir_max(a, b)
-
-
-@triton.jit
-def fir_min_combine(a, b):
-    return fir_min(a, b)
-
-
-@triton.jit
-def fir_any_combine(a, b):
-    return a | b
-
-
-@triton.jit
-def fir_argmax_combine(a, ai, b, bi):
-    # the first position of the largest value, NaN the largest; an index < 0 is an empty lane
-    an = a != a
-    bn = b != b
-    tie = ((a == b) | (an & bn)) & (bi < ai)
-    take = (bi >= 0) & ((ai < 0) | (b > a) | tie | (bn & ~an))
-    return tl.where(take, b, a), tl.where(take, bi, ai)
-
-
-@triton.jit
-def fir_argmin_combine(a, ai, b, bi):
-    an = a != a
-    bn = b != b
-    tie = ((a == b) | (an & bn)) & (bi < ai)
-    take = (bi >= 0) & ((ai < 0) | (b < a) | tie | (bn & ~an))
-    return tl.where(take, b, a), tl.where(take, bi, ai)
-
-
-@triton.jit
-def fir_welford_combine(am, a2, an, bm, b2, bn):
-    # Chan's merge of two (mean, m2, count) states
-    n = an + bn
-    t = tl.where(n == 0, 0.0, fir_fdiv(bn, tl.where(n == 0, 1.0, n)))
-    d = bm - am
-    return am + d * t, a2 + b2 + d * d * an * t, n

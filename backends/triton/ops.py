@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from fir.backends.cpp.ops import round_to
-from fir.ir.accumulators import state
+from fir.ir.accumulators import merge, state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
@@ -128,6 +128,38 @@ TL: dict[DType, str] = {
     DType.F32: "tl.float32",
     DType.F64: "tl.float64",
 }
+
+
+def op_pattern(op: str, operand: DType) -> str | None:
+    """The entry of ``op`` over operands of ``operand`` (``where``: of its values)."""
+    if operand is DType.F64:
+        return F64_OPS.get(op) or OPS.get(op)
+    if operand.is_bool and op != "where":
+        return BOOL_OPS.get(op) or INT_OPS.get(op) or OPS.get(op)
+    if not operand.is_float and op != "where":
+        return INT_OPS.get(op) or OPS.get(op)
+    return OPS.get(op)
+
+
+def combine_source(name: str, kind: str, dtype: DType) -> str:
+    """A ``@triton.jit`` function ``name`` that ``tl.reduce`` merges two states of a ``kind``
+    reduction over ``dtype`` values with: the steps of :func:`fir.ir.accumulators.merge`,
+    each a line of the tables."""
+    comps = state(kind, dtype)
+    types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
+    params = list(types)
+    spec = merge(kind, dtype)
+    lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
+    for step in spec.steps:
+        named = next(a for a in step.args if isinstance(a, str))
+        operand = step.dtype if step.op == "where" else types[named]
+        args = [a if isinstance(a, str) else literal(Literal(a), operand) for a in step.args]
+        pattern = op_pattern(step.op, operand)
+        assert pattern is not None, step.op
+        lines.append(f"    {step.dst} = {pattern.format(*args)}")
+        types[step.dst] = step.dtype
+    lines.append(f"    return {', '.join(spec.results)}")
+    return "\n".join(lines) + "\n"
 
 
 def compute_type(dtype: DType) -> str:

@@ -62,17 +62,15 @@ from fir.ir.graph import Literal
 from fir.ir.types import Dim, dims_mul
 
 from .ops import (
-    BOOL_OPS,
-    F64_OPS,
-    INT_OPS,
     NATIVE_OPS,
-    OPS,
     TL,
     accumulator_type,
     cast_expr,
+    combine_source,
     compute_type,
     identity,
     literal,
+    op_pattern,
     scalar,
 )
 from .texpr import t_index
@@ -133,6 +131,7 @@ class _Writer:
     temps: int = 0
     div_code: int = -1  # the error code of an integer division by zero in this kernel
     aliased: frozenset[str] = frozenset()  # arguments sharing storage with another argument
+    combines: dict[str, str] = field(default_factory=dict)  # name -> @triton.jit source
     welford: dict[str, tuple[str, str]] = field(default_factory=dict)  # persistent: value, mask
     in_loop: set[str] = field(default_factory=set)  # values defined in the open looped reduction
     out_of_scope: set[str] = field(default_factory=set)  # defined in a closed one
@@ -248,6 +247,7 @@ class _Writer:
         if len(self.lines) == body_start:
             self.emit("pass")
         head = [
+            *self.combines.values(),
             "@triton.jit",
             f"def {jit_name(plan.name)}({', '.join(params)}):",
             f"    # {cfg.text()}",
@@ -513,14 +513,7 @@ class _Writer:
             code = f"tl.full([], {self.div_code}, tl.int64)"
             self.emit(f"tl.store(fir_err + {self.zeros(dims)}, {code}, mask={bad})")
             texts[1] = f"tl.where({zero}, 1, {texts[1]})"
-        table = OPS
-        if operand_dtype is DType.F64:
-            table = {**OPS, **F64_OPS}
-        elif operand_dtype.is_bool and i.op != "where":
-            table = {**OPS, **INT_OPS, **BOOL_OPS}
-        elif not operand_dtype.is_float and i.op != "where":
-            table = {**OPS, **INT_OPS}
-        pattern = table.get(i.op)
+        pattern = op_pattern(i.op, operand_dtype)
         if pattern is None:
             raise ValueError(f"kernel {self.plan.name}: no Triton entry for op '{i.op}'")
         expr = pattern.format(*texts)
@@ -595,6 +588,14 @@ class _Writer:
         else:
             raise ValueError(f"kernel {self.plan.name}: unknown reduction kind '{i.kind}'")
 
+    def combine(self, acc: _Acc) -> str:
+        """The name of the function ``tl.reduce`` merges ``acc``'s states with, written
+        before the kernel (:func:`.ops.combine_source`), once per kind and dtype."""
+        name = f"{jit_name(self.plan.name)}_{acc.kind}_{acc.dtype.value}"
+        if name not in self.combines:
+            self.combines[name] = combine_source(name, acc.kind, acc.dtype)
+        return name
+
     def _accresult(self, i: AccResult) -> None:
         a = i.acc
         acc = self.accs[a]
@@ -609,11 +610,12 @@ class _Writer:
             self.emit(f"{dsts[0]} = tl.max({a}.to(tl.int8), {self.raxis}, keep_dims=True) != 0")
         elif kind in ("prod", "max", "min"):
             self.emit(
-                f"{dsts[0]} = tl.reduce({a}, {self.raxis}, fir_{kind}_combine, keep_dims=True)"
+                f"{dsts[0]} = tl.reduce({a}, {self.raxis}, {self.combine(acc)}, keep_dims=True)"
             )
         elif kind in ("argmax", "argmin"):
             self.emit(
-                f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), {self.raxis}, fir_{kind}_combine, keep_dims=True)"
+                f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), {self.raxis}, {self.combine(acc)}, "
+                "keep_dims=True)"
             )
         elif kind == "welford" and a in self.welford:
             # the whole row at once: the mean, then the squared deviations from it (as exact
@@ -633,7 +635,7 @@ class _Writer:
         elif kind == "welford":
             self.emit(
                 f"{', '.join(dsts)} = tl.reduce(({a}_mean, {a}_m2, {a}_n), {self.raxis}, "
-                "fir_welford_combine, keep_dims=True)"
+                f"{self.combine(acc)}, keep_dims=True)"
             )
         for d, dt in zip(dsts, i.dtypes):
             want = compute_type(dt)

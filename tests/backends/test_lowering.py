@@ -200,3 +200,58 @@ def test_each_renderer_declares_what_it_writes() -> None:
     assert not set(LOWERINGS) & (CPP | TRITON)
     assert native("sigmoid", DType.F32) and native("sigmoid", DType.F16)
     assert not native("sigmoid", DType.F64) and not native("floordiv", DType.F32)
+
+
+# ---------------------------------------------------------------------------------------------
+# merges of reduction states (fir.ir.accumulators.merge): lanes, threads, tl.reduce
+
+
+def _reduce_program(dtype: DType, dim: int) -> str:
+    t = dtype.value
+    rows, cols = 8, 300
+    out = cols if dim == 0 else rows
+    w = f"{t}[{out}]"
+    welford = (
+        f"  %m, %m2, %n = welford %x {{dims = [{dim}]}} : {w}, {w}, {w}\n" if dtype.is_float else ""
+    )
+    results = "%am, %an, %m, %m2, %n" if dtype.is_float else "%am, %an"
+    types = f"i64[{out}], i64[{out}]" + (f", {w}" * 3 if dtype.is_float else "")
+    return (
+        f"func @f(%x: {t}[{rows}, {cols}]) -> ({types}) {{\n"
+        f"  %am = argmax %x {{dim = {dim}}} : i64[{out}]\n"
+        f"  %an = argmin %x {{dim = {dim}}} : i64[{out}]\n"
+        f"{welford}  return {results}\n}}\n"
+    )
+
+
+def _ties(dtype: DType) -> torch.Tensor:
+    g = torch.Generator().manual_seed(7)
+    # few distinct values: every row and column has ties for its largest and smallest
+    x = torch.randint(-2, 3, (8, 300), generator=g).to(dtype.to_torch())
+    if dtype.is_float:
+        x[1, 57] = x[1, 203] = math.nan  # two NaNs: the first wins both
+        x[2, 250] = math.nan  # late in its row: after the lanes' first block
+        x[3, :] = 1e10  # large (welford of an infinity is NaN where torch's mean is inf)
+        x[4, 9] = -1e10
+        x[:, 100] = math.nan  # a column of NaNs
+    else:
+        info = torch.iinfo(dtype.to_torch())
+        x[1, 57] = x[1, 203] = info.max
+        x[2, 250] = info.min
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("dtype", [DType.F32, DType.F64, DType.I32, DType.U8], ids=str)
+def test_argmax_argmin_and_welford_merges(dtype: DType, dim: int, backend: str) -> None:
+    # welford's mean and M2 round differently with each merge order: close, not equal
+    text = _reduce_program(dtype, dim)
+    x = _ties(dtype)
+    reference = parse_module(text, "<test>").funcs[0]
+    want = run_graph(reference, [x.clone()])
+    device = "cuda" if backend == "triton" and GPU else "cpu"
+    got = _compile(text, backend)(x.clone().to(device))  # type: ignore[operator]
+    for k, (w, o) in enumerate(zip(want, got)):
+        tol = 0.0 if k < 2 else 1e-4
+        torch.testing.assert_close(o.cpu(), w, rtol=tol, atol=tol, equal_nan=True)
