@@ -315,9 +315,10 @@ def combine(kind: str, dtype: DType) -> str:
         table = INT_OPS if operand.is_int and step.op in INT_OPS else OPS
         names[step.dst] = "fir_m_" + step.dst
         dtypes[step.dst] = step.dtype
-        lines.append(
-            f"const {CTYPE[step.dtype]} {names[step.dst]} = {table[step.op].format(*args)};"
-        )
+        expr = table[step.op].format(*args)
+        if len(spec.steps) == 1:  # sum, max …: one statement, as a person would write it
+            return "{s} = " + expr + ";"
+        lines.append(f"const {CTYPE[step.dtype]} {names[step.dst]} = {expr};")
     for x, r in zip(suffixes, spec.results):
         lines.append("{s" + x + "} = " + names[r] + ";")
     return "{{ " + " ".join(lines) + " }}"  # (a pattern: its own braces doubled)
