@@ -146,11 +146,10 @@ UNARY = ["sigmoid", "rsqrt", "reciprocal", "square", "relu", "sign", "isinf", "i
 @pytest.mark.parametrize("dtype", [DType.F32, DType.F64, DType.F16], ids=str)
 @pytest.mark.parametrize("op", UNARY)
 def test_unary_float_ops(op: str, dtype: DType, backend: str) -> None:
-    if dtype is DType.F16 and backend == "triton" and not GPU and op == "sigmoid":
-        pytest.skip("Triton's interpreter rounds f16 exp differently: checked on the GPU")
     inputs = [_floats(torch.float32, 4).to(dtype.to_torch())] * 2
     # exp and sqrt are libm's (vecmath's, numpy's) and torch's own: an ulp apart where torch's
-    # vectorised kernels round otherwise; f16 rounds once more
+    # vectorised kernels round otherwise; f16 rounds once more (Triton's interpreter computes
+    # exp in numpy's f32, which can land the f16 result one f16 ulp, 2**-10 relative, away)
     tol = 1e-3 if dtype is DType.F16 else (1e-6 if op in ("sigmoid", "rsqrt") else 0.0)
     _check(_program(op, dtype, rhs=""), inputs, backend, tol)
 
