@@ -305,10 +305,19 @@ class DynamicRow:
     fallbacks: int
     per_length: list[tuple[int, float, float, float]]  # (length, eager, FIR static, FIR dynamic)
     diff: float
+    # (Inductor static, Inductor dynamic) per length: how much of the gap is Dynamo's own
+    # per-call work under dynamic=True (guards on symbolic sizes, floats wrapped as tensors),
+    # which every backend pays; absent where Inductor was not timed
+    inductor: list[tuple[float, float]] | None = None
 
 
 def dynamic(
-    bench: Bench, name: str, batch: int, lengths: tuple[int, ...], smoke: bool
+    bench: Bench,
+    name: str,
+    batch: int,
+    lengths: tuple[int, ...],
+    smoke: bool,
+    inductor: bool = True,
 ) -> DynamicRow:
     """One ``dynamic=True`` compile for every length, against a static FIR compile per length."""
     import torch
@@ -318,6 +327,10 @@ def dynamic(
     model, vocab = _model(name, bench.device, dtype, smoke)
     run = _forward(model)
     torch._dynamo.reset()
+    # Dynamo keeps its compiled entries per code object, and the default limit (8) is less
+    # than the 12 entries here (dynamic and static, FIR and Inductor, for one `run`): past it
+    # a call silently runs eager
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     start, fell = len(fir_backend.COMPILED), len(fir_backend.FALLBACKS)
     dyn = torch.compile(run, backend="fir", dynamic=True)
     rows, diff = [], 0.0
@@ -330,8 +343,17 @@ def dynamic(
         # one static compile per length, kept beside the dynamic one (no reset in between,
         # which would make the dynamic function compile again at each length)
         static = torch.compile(run, backend="fir", dynamic=False)
+        ind_static = ind_dyn = None
+        if inductor:
+            ind_static = torch.compile(run, dynamic=False)
+            ind_dyn = torch.compile(run, dynamic=True)
         for n in lengths:
-            static(_ids(vocab, (batch, n), bench.device, seed=n))
+            ids = _ids(vocab, (batch, n), bench.device, seed=n)
+            static(ids)
+            if ind_static is not None and ind_dyn is not None:
+                ind_static(ids)
+                ind_dyn(ids)
+        ind_rows: list[tuple[float, float]] = []
         for n in lengths:
             ids = _ids(vocab, (batch, n), bench.device, seed=n)
             cols = [
@@ -339,9 +361,14 @@ def dynamic(
                 Column("static", lambda ids=ids, s=static: s(ids)),
                 Column("dynamic", lambda ids=ids: dyn(ids)),
             ]
+            if ind_static is not None and ind_dyn is not None:
+                cols.append(Column("Inductor static", lambda ids=ids, s=ind_static: s(ids)))
+                cols.append(Column("Inductor dynamic", lambda ids=ids, d=ind_dyn: d(ids)))
             bench.interleaved(cols)
             rows.append((n, cols[0].time, cols[1].time, cols[2].time))
-    return DynamicRow(name, compiles, fallbacks, rows, diff)
+            if len(cols) == 5:
+                ind_rows.append((cols[3].time, cols[4].time))
+    return DynamicRow(name, compiles, fallbacks, rows, diff, ind_rows or None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,6 +455,22 @@ def dynamic_table(rows: list[DynamicRow]) -> str:
             f"{n}: {_ms(e)} / {_ms(s)} / {_ms(d)} ({d / s:.2f})" for n, e, s, d in r.per_length
         )
         out.append(f"| {r.model} | {r.compiles} | {r.fallbacks} | {r.diff:.3g} | {cells} |")
+    timed = [r for r in rows if r.inductor]
+    if timed:
+        out += [
+            "",
+            "Inductor on the same lengths in the same rounds, static / dynamic ms (dynamic / "
+            "static): the part of the ratio that Dynamo's own per-call work takes",
+            "",
+            "| model | length: Inductor static / Inductor dynamic ms (dynamic / static) |",
+            "|---|---|",
+        ]
+        for r in timed:
+            cells = "; ".join(
+                f"{n}: {_ms(s)} / {_ms(d)} ({d / s:.2f})"
+                for (n, *_), (s, d) in zip(r.per_length, r.inductor or [], strict=True)
+            )
+            out.append(f"| {r.model} | {cells} |")
     return "\n".join(out)
 
 
@@ -477,7 +520,7 @@ def run_mode(mode: str, models: list[str], bench: Bench, smoke: bool) -> str:
         lengths = SMOKE_LENGTHS if smoke else DYNAMIC_LENGTHS
         rows = []
         for m in models:
-            rows.append(dynamic(bench, m, shapes[m][0], lengths, smoke))
+            rows.append(dynamic(bench, m, shapes[m][0], lengths, smoke, inductor=not smoke))
             print(dynamic_table(rows[-1:]), file=sys.stderr, flush=True)
         return head + dynamic_table(rows)
     results: dict[str, list[Column]] = {}

@@ -464,6 +464,25 @@ def test_a_symbolic_program_takes_a_generated_call_for_each_binding_it_has_seen(
         prog(torch.randn(3, 5), torch.randn(5, 6), i)
 
 
+def test_a_specialization_is_picked_by_its_sizes_and_still_checks_every_input() -> None:
+    """A symbolic program's generated call for a binding is found by the size symbols' values
+    (one input dimension per symbol), not by every input's shape; an input of another shape at
+    the same sizes (here the static one) still gets the general path's located error."""
+    text = """func @f(%x: f32[s0, 4], %b: f32[4]) -> (f32[s0, 4]) {
+  %y = add %x, %b : f32[s0, 4]
+  return %y
+}"""
+    prog = compile_plan(parse_pipeline("fusion").run(parse_module(text)))
+    for rows in (3, 5, 3, 5):
+        x, b = torch.randn(rows, 4), torch.randn(4)
+        torch.testing.assert_close(prog(x, b)[0], x + b)
+    assert len(prog.specials) == 2 and set(prog.specials) == {(3,), (5,)}
+    with pytest.raises(RuntimeInputError, match="must have shape"):
+        prog(torch.randn(3, 4), torch.randn(5))
+    with pytest.raises(RuntimeInputError, match="rank"):
+        prog(torch.randn(3, 4), torch.randn(4, 1))
+
+
 def test_threads_specializing_one_symbolic_program_at_once_get_their_own_sizes() -> None:
     """Each thread's first call at its sizes builds a generated call; the sizes a build
     evaluates with are the thread's own (a shared stack of them would let one thread's build
