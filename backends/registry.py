@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from fir.ir.graph import Graph
 
     from .plan import KernelPlan, ProgramPlan
+    from .plan.lowering import Native
     from .runtime import CompiledProgram
 
 
@@ -49,6 +50,18 @@ class Backend:
         """The code this back end compiles for ``plan``."""
         raise NotImplementedError
 
+    def native_ops(self) -> Native:
+        """The ops its renderer writes itself; the plan lowers the others to primitive ops
+        (:func:`~fir.backends.plan.lowering.lower`) before rendering."""
+        raise NotImplementedError
+
+    def lowered(self, plan: KernelPlan) -> KernelPlan:
+        """A kernel plan as this back end's renderer receives it: its ops lowered to the ones
+        it writes (what ``fir-translate --target plan --lowered NAME`` prints)."""
+        from .plan.lowering import lower
+
+        return lower(plan, self.native_ops())
+
     def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
         """The kernels of ``plan``, compiled and loaded (what the runtime calls)."""
         raise NotImplementedError
@@ -75,6 +88,11 @@ class _Cpp(Backend):
 
         return render_program(plan)
 
+    def native_ops(self) -> Native:
+        from .cpp.ops import NATIVE_OPS
+
+        return NATIVE_OPS
+
     def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
         from .cpp import build_program
 
@@ -94,6 +112,11 @@ class _LLVM(Backend):
 
         return module_text(plan)
 
+    def native_ops(self) -> Native:
+        from .llvm.render import native
+
+        return native
+
     def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
         from .llvm import build_program
 
@@ -111,6 +134,11 @@ class _Triton(Backend):
         from .triton.render import render_program
 
         return render_program(plan)[0]
+
+    def native_ops(self) -> Native:
+        from .triton.ops import NATIVE_OPS
+
+        return NATIVE_OPS
 
     def build(self, plan: ProgramPlan, device: str, autotune: bool) -> Any:
         from .triton import build_program

@@ -6,6 +6,7 @@
     fir-translate prog.fir -p fusion --target triton # the Triton module (CUDA)
     fir-translate prog.fir -p fusion --target llvm [--opt]  # LLVM IR, before or after O3
     fir-translate prog.fir -p fusion --target call   # the host code that runs the steps
+    fir-translate prog.fir -p fusion --lowered cpp   # the plans as the C++ renderer gets them
 
 The program must be at loop level when the pipeline is done (``-p fusion`` takes a tensor-level
 program there). Errors are located, exit status 1.
@@ -33,10 +34,17 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=TARGETS, default="plan", help="what to print")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("--opt", action="store_true", help="--target llvm: the IR after O3")
+    p.add_argument(
+        "--lowered",
+        choices=NAMES,
+        metavar="BACKEND",
+        help="--target plan: the plans as BACKEND's renderer receives them (planned as it "
+        "plans, ops it does not write lowered to primitive ones)",
+    )
     return p
 
 
-def translate(module: object, target: str, opt: bool = False) -> str:
+def translate(module: object, target: str, opt: bool = False, lowered: str | None = None) -> str:
     """What ``target`` prints for ``module``: the plans, the host call, or the code a back
     end compiles (planned as that back end plans: the same text it builds)."""
     from fir.backends.plan import plan_module
@@ -44,6 +52,9 @@ def translate(module: object, target: str, opt: bool = False) -> str:
 
     if target == "call":
         return _calls(plan_module(module))  # type: ignore[arg-type]
+    if target == "plan" and lowered:
+        b = backend_named(lowered)
+        return "\n".join(b.plan(g).text(b.lowered) for g in module.funcs)  # type: ignore[attr-defined]
     if target == "plan":
         return "\n".join(_plan_text(g) for g in module.funcs)  # type: ignore[attr-defined]
     backend = backend_named(target)
@@ -113,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     from fir.passes.pipeline import parse_pipeline
     from fir.passes.verify import read_program
 
+    if args.lowered and args.target != "plan":
+        print("fir-translate: error: --lowered goes with --target plan", file=sys.stderr)
+        return 1
     name = "<stdin>" if args.input == "-" else args.input
     try:
         text = read_input(args.input)
@@ -123,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = parse_pipeline(args.pipeline)
         module = read_program(text, name)
         module = pipeline.run(module)
-        out = translate(module, args.target, args.opt)
+        out = translate(module, args.target, args.opt, args.lowered)
     except FirError as e:
         print(e.render(), file=sys.stderr)
         return 1

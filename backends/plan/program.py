@@ -94,7 +94,9 @@ class ProgramPlan:
     def kernels(self) -> list[KernelPlan]:
         return [s.plan for s in self.steps if isinstance(s, KernelStep)]
 
-    def text(self) -> str:
+    def text(self, kernel: Callable[[KernelPlan], KernelPlan] | None = None) -> str:
+        """The program's steps, then each kernel plan (``kernel`` of it where given: a back
+        end's lowering)."""
         out = [f"program @{self.name}"]
         for b in self.inputs:
             out.append(f"  input %{b.name}: {b.type}")
@@ -113,7 +115,7 @@ class ProgramPlan:
                 out.append(f"    free storage {', '.join(map(str, self.frees[k]))}")
         out.append("  return " + ", ".join("%" + n for n in self.outputs))
         text = "\n".join(out) + "\n"
-        return text + "".join("\n" + p.text() for p in self.kernels())
+        return text + "".join("\n" + (kernel(p) if kernel else p).text() for p in self.kernels())
 
 
 def _reinplace(steps: list[Step], buffers: dict[str, Buffer], frees: dict[int, list[int]]) -> None:
