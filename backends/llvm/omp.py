@@ -1,78 +1,26 @@
-"""The llvm back end's kernels split over the cores by the OpenMP runtime the C++ back end uses.
+"""The llvm back end's OpenMP drivers: a kernel split over the cores by the OpenMP runtime the
+C++ back end uses (why OpenMP, and how the runtime calls a driver:
+:mod:`fir.backends.runtime.llvm_threads`).
 
 A kernel takes a range ``[start, stop)`` of its parallel loop. For each kernel the module gets
 a driver, ``<kernel>_omp(ctx, threads)``, that calls libgomp's ``GOMP_parallel`` with a body
 in which every thread takes chunks of the range from a shared counter (``atomicrmw add``)
 until none is left, each chunk a call of the kernel; the first failing chunk in the loop's
-order is the call's error. One ctypes call (which releases the GIL) runs the whole kernel.
+order is the call's error.
 
-Why OpenMP and not Python threads: the C++ back end (and PyTorch) leave OpenMP worker threads
-spinning for a while after each parallel region; Python threads started next compete with them
-for the cores (on 2 cores a kernel right after a C++ one got about half the second core). The
-same runtime's threads pick the next region up instead. The runtime is the process's
-``libgomp`` (the one g++'s ``-fopenmp`` links, which the C++ back end's libraries load), found
-with ``ctypes.util.find_library``; where there is none, the back end keeps its thread pool.
-
-The context is seven i64: the arguments' array, the sizes' array, the results' array (two i64
-a chunk: code, value), the loop's size, the chunk size, the number of chunks, and the counter.
+The context is seven i64 (the runtime's ``CTX_FIELDS``): the arguments' array, the sizes' array, the
+results' array (two i64 a chunk: code, value), the loop's size, the chunk size, the number of
+chunks, and the counter.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import threading
 from typing import Any
 
 from llvmlite import ir
 
 I8P = ir.IntType(8).as_pointer()
 I32, I64 = ir.IntType(32), ir.IntType(64)
-CTX_FIELDS = 7
-
-_gomp: Any = None
-_gomp_checked = False
-_lock = threading.Lock()
-
-
-def gomp_library() -> str | None:
-    """The path of the process's libgomp, made visible to MCJIT's symbol resolution; None
-    where there is none."""
-    global _gomp, _gomp_checked
-    with _lock:
-        if not _gomp_checked:
-            _gomp_checked = True
-            import llvmlite.binding as llvm
-
-            # the soname first (dlopen's search, a few ms); find_library runs ldconfig or the
-            # compiler (0.2 s), so it is only the fallback
-            for find in (lambda: "libgomp.so.1", lambda: ctypes.util.find_library("gomp")):
-                name = find()
-                if name is None:
-                    continue
-                try:
-                    _gomp = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
-                    llvm.load_library_permanently(name)
-                    break
-                except (OSError, RuntimeError):
-                    _gomp = None
-        return None if _gomp is None else str(_gomp._name)
-
-
-def gomp_function(name: str, restype: Any) -> Any:
-    """A function of the process's libgomp (which :func:`gomp_library` found), for ctypes."""
-    f = getattr(_gomp, name)
-    f.restype, f.argtypes = restype, []
-    return f
-
-
-def max_threads() -> int | None:
-    """The runtime's ``omp_get_max_threads()``: the team a ``parallel`` region of the C++
-    back end (and PyTorch's) gets, which follows ``OMP_NUM_THREADS``, ``torch.set_num_threads``
-    and the cores this process may run on; None without a libgomp."""
-    if gomp_library() is None:
-        return None
-    return int(gomp_function("omp_get_max_threads", ctypes.c_int)())
 
 
 def add_driver(m: ir.Module, kernel: ir.Function) -> ir.Function:

@@ -127,18 +127,9 @@ class LLVMRenderError(FirError):
 
 def value_type(dtype: DType) -> ir.Type:
     """The type values of ``dtype`` are computed in (f16 and bf16 in f32, bool in i1)."""
-    return {
-        DType.BOOL: I1,
-        DType.I8: I8,
-        DType.I16: I16,
-        DType.I32: I32,
-        DType.I64: I64,
-        DType.U8: I8,
-        DType.F16: F32,
-        DType.BF16: F32,
-        DType.F32: F32,
-        DType.F64: F64,
-    }[dtype]
+    if dtype.is_float:
+        return F64 if dtype is DType.F64 else F32
+    return I1 if dtype.is_bool else ir.IntType(8 * dtype.itemsize)
 
 
 def storage_type(dtype: DType) -> ir.Type:
@@ -840,28 +831,19 @@ class _Kernel:
         v = self.operand(i.value, i.dtype)
         src = self.dtypes.get(i.value, i.dtype) if not isinstance(i.value, Literal) else i.dtype
         s = b.load(slots[0])
-        if kind in ("sum", "prod"):
-            t = s.type
-            w = self.convert(
-                v, src, DType.F64 if t == F64 else (DType.F32 if t == F32 else DType.I64)
-            )
-            if t in (F32, F64):
-                out = b.fadd(s, w) if kind == "sum" else b.fmul(s, w)
-                out.flags.extend(REASSOC_FLAGS if reassociate() else ())
-            else:
-                out = b.add(s, w) if kind == "sum" else b.mul(s, w)
-            b.store(out, slots[0])
-        elif kind == "any":
-            b.store(b.or_(s, self.convert(v, src, DType.BOOL)), slots[0])
-        elif kind in ("max", "min") and dtype.is_float:
+        if kind in ("max", "min") and dtype.is_float:
             # llvm.maximum/minimum propagate NaN like torch and are associative as they are,
             # so the loop vectoriser takes them as a reduction without fast-math flags
             name = "llvm.maximum" if kind == "max" else "llvm.minimum"
             b.store(self.intrinsic(name, s.type, [s, v]), slots[0])
-        elif kind in ("max", "min"):
-            b.store(
-                self.op("maximum" if kind == "max" else "minimum", [s, v], dtype, dtype), slots[0]
-            )
+        elif kind in ("sum", "prod", "any", "max", "min"):  # the merge's one step
+            (step,) = merge(kind, dtype).steps
+            if kind in ("sum", "prod", "any"):
+                v = self.convert(v, src, step.dtype)
+            out = self.op(step.op, [s, v], step.dtype, step.dtype)
+            if s.type in (F32, F64) and reassociate():
+                out.flags.extend(REASSOC_FLAGS)
+            b.store(out, slots[0])
         elif kind in ("argmax", "argmin"):
             si = b.load(slots[1])
             ri = self.index(i.rindex) if i.rindex is not None else ir.Constant(I64, 0)

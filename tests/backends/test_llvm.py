@@ -353,7 +353,7 @@ def test_kernels_run_on_the_openmp_team_and_report_the_first_failing_chunk(
 ) -> None:
     # with libgomp in the process and two threads, each kernel has an OpenMP driver; an
     # out-of-range index in two chunks is reported as the one earlier in the loop
-    from fir.backends.llvm.omp import gomp_library
+    from fir.backends.runtime.llvm_threads import gomp_library
 
     if gomp_library() is None:
         pytest.skip("no libgomp in this process: the kernels run on the thread pool instead")
@@ -479,8 +479,7 @@ def test_kernel_teams_follow_the_openmp_runtime_not_the_machine(
     ``torch.set_num_threads`` sets, as for the C++ back end's regions), ``FIR_LLVM_THREADS``
     overriding it: a team of its own size made libgomp shrink and regrow its pool around
     PyTorch's BLAS (T5 on 16 cores 2x slower than the C++ back end)."""
-    from fir.backends.llvm import build
-    from fir.backends.llvm.omp import max_threads
+    from fir.backends.runtime.llvm_threads import max_threads, threads
 
     if max_threads() is None:
         pytest.skip("no libgomp in this process")
@@ -488,10 +487,10 @@ def test_kernel_teams_follow_the_openmp_runtime_not_the_machine(
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        assert build._threads() == 1
+        assert threads() == 1
         torch.set_num_threads(max(2, before))
-        assert build._threads() == max(2, before)
+        assert threads() == max(2, before)
     finally:
         torch.set_num_threads(before)
     monkeypatch.setenv("FIR_LLVM_THREADS", "3")
-    assert build._threads() == 3
+    assert threads() == 3
