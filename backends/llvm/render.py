@@ -46,7 +46,9 @@ from fir.backends.plan.instructions import (
     Compute,
     Constant,
     IndexValue,
+    Instr,
     Load,
+    Operand,
     Store,
 )
 from fir.backends.plan.loop_tree import (
@@ -59,7 +61,7 @@ from fir.backends.plan.loop_tree import (
     loop_tree,
     walk,
 )
-from fir.backends.plan.lowering import lower
+from fir.backends.plan.lowering import lower, lower_instrs
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -107,6 +109,20 @@ def native(op: str, dtype: DType) -> bool:
     :mod:`fir.backends.plan.lowering` can write with others, an f32 function of
     :mod:`.vecmath` (``sigmoid``), whose one branch-free sequence beats the composition."""
     return op in MATH_F32 and (dtype.compute_dtype is DType.F32 or op in MATH_F64)
+
+
+# comparisons as predicates; float ops that are one LLVM intrinsic, and those that call libm
+COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+INTRINSICS = {
+    "abs": "llvm.fabs", "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log",
+    "log2": "llvm.log2", "log10": "llvm.log10", "sqrt": "llvm.sqrt", "sin": "llvm.sin",
+    "cos": "llvm.cos", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
+    "round": "llvm.rint", "pow": "llvm.pow", "copysign": "llvm.copysign",
+}  # fmt: skip
+LIBM = {
+    "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+    "acosh", "atanh", "erf", "erfc", "atan2", "hypot", "lgamma",
+}  # fmt: skip
 
 
 class _AccessGroup(ir.values.MDValue):
@@ -681,98 +697,69 @@ class _Kernel:
 
     def op(self, op: str, a: list[Any], src: DType, dst: DType) -> Any:
         b = self.b
-        ty = value_type(src)
-        if op in ("eq", "ne", "lt", "le", "gt", "ge"):
-            sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
-            if src.is_float:
-                return b.fcmp_unordered(sym, *a) if op == "ne" else b.fcmp_ordered(sym, *a)
-            if src.is_bool or src is DType.U8:
-                return b.icmp_unsigned(sym, *a)
-            return b.icmp_signed(sym, *a)
-        if op in ("logical_and", "logical_or", "logical_xor", "logical_not"):
+        if op in COMPARE:
+            if src.is_float:  # ordered, but ne (NaN != NaN)
+                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(COMPARE[op], *a)
+            return self.icmp(src)(COMPARE[op], *a)
+        if op.startswith("logical_"):
             t = [self.convert(x, src, DType.BOOL) for x in a]
-            if op == "logical_not":
-                return b.not_(t[0])
-            return {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}[op](*t)
+            logical = {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}
+            return b.not_(t[0]) if op == "logical_not" else logical[op](*t)
         if op == "where":
             return b.select(*a)
+        ty = value_type(src)
         if src.is_float:
             return self.float_op(op, a, ty)
         return self.int_op(op, a, ty, src)
+
+    def icmp(self, src: DType) -> Callable[..., Any]:
+        return self.b.icmp_unsigned if src is DType.U8 or src.is_bool else self.b.icmp_signed
 
     def float_op(self, op: str, a: list[Any], ty: ir.Type) -> Any:
         b = self.b
         if op in MATH_F32 and (ty == F32 or op in MATH_F64):
             return MATH_F32[op](b, a[0])  # branch-free IR: the loop vectoriser widens it
-        simple: dict[str, Callable[[], Any]] = {
-            "add": lambda: b.fadd(*a),
-            "sub": lambda: b.fsub(*a),
-            "mul": lambda: b.fmul(*a),
-            "div": lambda: b.fdiv(*a),
-            "fmod": lambda: b.frem(*a),  # libm's fmod, and the loop vectoriser knows it
-            "neg": lambda: b.fneg(a[0]),
-            "isnan": lambda: b.fcmp_unordered("uno", a[0], a[0]),
-            "signbit": lambda: b.icmp_signed(
-                "<",
-                b.bitcast(a[0], I32 if ty == F32 else I64),
-                ir.Constant(I32 if ty == F32 else I64, 0),
-            ),
-            "maximum": lambda: b.select(
-                b.or_(b.fcmp_unordered("uno", a[0], a[0]), b.fcmp_ordered(">", a[0], a[1])),
-                a[0],
-                a[1],
-            ),
-            "minimum": lambda: b.select(
-                b.or_(b.fcmp_unordered("uno", a[0], a[0]), b.fcmp_ordered("<", a[0], a[1])),
-                a[0],
-                a[1],
-            ),
+        if op in INTRINSICS:
+            return self.intrinsic(INTRINSICS[op], ty, a)
+        if op in LIBM:
+            return self.libm(op, ty, a)
+        bits = I32 if ty == F32 else I64
+        simple: dict[str, Callable[..., Any]] = {
+            "add": b.fadd,
+            "sub": b.fsub,
+            "mul": b.fmul,
+            "div": b.fdiv,
+            "fmod": b.frem,  # libm's fmod, and the loop vectoriser knows it
+            "neg": b.fneg,
+            "isnan": lambda x: b.fcmp_unordered("uno", x, x),
+            "signbit": lambda x: b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0)),
         }
         if op in simple:
-            return simple[op]()
-        intrinsics = {
-            "abs": "llvm.fabs", "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log",
-            "log2": "llvm.log2", "log10": "llvm.log10", "sqrt": "llvm.sqrt", "sin": "llvm.sin",
-            "cos": "llvm.cos", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
-            "round": "llvm.rint", "pow": "llvm.pow", "copysign": "llvm.copysign",
-        }  # fmt: skip
-        if op in intrinsics:
-            return self.intrinsic(intrinsics[op], ty, a)
-        libm = {
-            "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-            "acosh", "atanh", "erf", "erfc", "atan2", "hypot", "lgamma",
-        }  # fmt: skip
-        if op in libm:
-            return self.libm(op, ty, a)
+            return simple[op](*a)
         raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{op}' yet")
 
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
-        zero = ir.Constant(ty, 0)
         unsigned = src is DType.U8 or src.is_bool
         if op in DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
             fail = self.fn.append_basic_block("div.zero")
             ok = self.fn.append_basic_block("div.ok")
-            b.cbranch(b.icmp_signed("==", a[1], zero), fail, ok)
+            b.cbranch(b.icmp_signed("==", a[1], ir.Constant(ty, 0)), fail, ok)
             b.position_at_end(fail)
             b.ret(ir.Constant(I64, DIVISION_BY_ZERO))
             b.position_at_end(ok)
             if op == "tdiv":
                 return b.udiv(*a) if unsigned else b.sdiv(*a)
             return b.urem(*a) if unsigned else b.srem(*a)
-        cmp = b.icmp_unsigned if unsigned else b.icmp_signed
+        if op in ("floor", "ceil", "round", "trunc") or (op == "abs" and unsigned):
+            return a[0]  # an integer is whole, an unsigned one its own size
+        cmp = self.icmp(src)
         table: dict[str, Callable[[], Any]] = {
             "add": lambda: b.or_(*a) if src.is_bool else b.add(*a),
             "sub": lambda: b.sub(*a),
             "mul": lambda: b.and_(*a) if src.is_bool else b.mul(*a),
             "neg": lambda: b.neg(a[0]),
-            "abs": lambda: a[0] if unsigned else b.select(cmp("<", a[0], zero), b.neg(a[0]), a[0]),
-            "maximum": lambda: b.select(cmp(">", a[0], a[1]), a[0], a[1]),
-            "minimum": lambda: b.select(cmp("<", a[0], a[1]), a[0], a[1]),
-            "floor": lambda: a[0],
-            "ceil": lambda: a[0],
-            "round": lambda: a[0],
-            "trunc": lambda: a[0],
+            "abs": lambda: b.select(cmp("<", a[0], ir.Constant(ty, 0)), b.neg(a[0]), a[0]),
             "bitwise_not": lambda: b.not_(a[0]),
             "bitwise_and": lambda: b.and_(*a),
             "bitwise_or": lambda: b.or_(*a),
@@ -836,24 +823,20 @@ class _Kernel:
             # so the loop vectoriser takes them as a reduction without fast-math flags
             name = "llvm.maximum" if kind == "max" else "llvm.minimum"
             b.store(self.intrinsic(name, s.type, [s, v]), slots[0])
-        elif kind in ("sum", "prod", "any", "max", "min"):  # the merge's one step
-            (step,) = merge(kind, dtype).steps
+        elif kind in ("sum", "prod", "any", "max", "min"):  # the value merged as a state
             if kind in ("sum", "prod", "any"):
-                v = self.convert(v, src, step.dtype)
-            out = self.op(step.op, [s, v], step.dtype, step.dtype)
+                v = self.convert(v, src, state(kind, dtype)[0].dtype)
+            (out,) = self.combine(kind, dtype, [s], [v])
             if s.type in (F32, F64) and reassociate():
                 out.flags.extend(REASSOC_FLAGS)
             b.store(out, slots[0])
         elif kind in ("argmax", "argmin"):
             si = b.load(slots[1])
             ri = self.index(i.rindex) if i.rindex is not None else ir.Constant(I64, 0)
-            if dtype.is_float:
-                better = b.fcmp_ordered(">" if kind == "argmax" else "<", v, s)
+            better = self.op("gt" if kind == "argmax" else "lt", [v, s], dtype, DType.BOOL)
+            if dtype.is_float:  # a NaN beats a number
                 nan = b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", s, s))
                 better = b.or_(better, nan)
-            else:
-                cmp = b.icmp_unsigned if (dtype is DType.U8 or dtype.is_bool) else b.icmp_signed
-                better = cmp(">" if kind == "argmax" else "<", v, s)
             take = b.or_(better, b.icmp_signed("<", si, ir.Constant(I64, 0)))
             b.store(b.select(take, v, s), slots[0])
             b.store(b.select(take, ri, si), slots[1])
@@ -941,15 +924,19 @@ class _Kernel:
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of
-        :func:`fir.ir.accumulators.merge`, each through :meth:`op`."""
-        comps = state(kind, dtype)
+        :func:`fir.ir.accumulators.merge`, lowered as the plan's ops are, each through
+        :meth:`op`."""
         vals = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
-        types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
+        types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(state(kind, dtype))}
         spec = merge(kind, dtype)
-        for step in spec.steps:
+        steps: list[Instr] = [
+            Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps
+        ]
+        for step in lower_instrs(steps, native):
+            assert isinstance(step, Compute)  # each step has a named operand: none is folded
             named = next(a for a in step.args if isinstance(a, str))
             src = step.dtype if step.op == "where" else types[named]
-            args = [vals[a] if isinstance(a, str) else self.const(a, src) for a in step.args]
+            args = [vals[a] if isinstance(a, str) else self.const(a.value, src) for a in step.args]
             vals[step.dst] = self.op(step.op, args, src, step.dtype)
             types[step.dst] = step.dtype
         return [vals[r] for r in spec.results]
@@ -964,6 +951,11 @@ class _Kernel:
                 v = self.convert(v, _dtype_of(v.type, dt), dt)
             self.vals[dst] = v
             self.dtypes[dst] = dt
+
+
+def _operand(a: str | float | int | bool) -> Operand:
+    """An argument of a merge step as an operand of a plan instruction."""
+    return a if isinstance(a, str) else Literal(a)
 
 
 def _scalar_slot(ptr: Any) -> bool:

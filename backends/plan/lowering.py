@@ -189,6 +189,28 @@ def _isinf(finite: bool) -> Callable[[_Builder, Operand, DType], Operand]:
     return build
 
 
+def _extreme(cmp: str) -> Callable[[_Builder, Compute], None]:
+    """``maximum`` (``cmp`` is ``gt``) or ``minimum`` (``lt``): ``x`` where it is NaN or ``cmp``
+    than ``y``, else ``y``, so that a NaN on either side propagates, as torch's does."""
+
+    def lower(b: _Builder, i: Compute) -> None:
+        x, y = i.args
+        if isinstance(x, Literal) and (isinstance(y, Literal) or x.value != x.value):
+            lx, ly = x.value, getattr(y, "value", None)  # folded: no named operand to compare
+            first = lx != lx or (lx > ly if cmp == "gt" else lx < ly)  # type: ignore[operator]
+            b.out.append(Constant(i.dst, x if first else y, i.dtype))  # type: ignore[arg-type]
+            return
+        nan = None
+        if i.dtype.is_float and not isinstance(x, Literal):
+            nan = b.op("isnan", x, dtype=DType.BOOL)
+        first = b.op(cmp, x, y, dtype=DType.BOOL)
+        if nan is not None:
+            first = b.op("logical_or", nan, first, dtype=DType.BOOL)
+        b.op("where", first, x, y, dtype=i.dtype, dst=i.dst)
+
+    return lower
+
+
 # op -> how it is written with other ops (``b``: the builder, ``x``: the operand, ``d``: the
 # result's dtype). Each sequence's ops are native to every renderer, or lowered here in turn.
 LOWERINGS: dict[str, Callable[[_Builder, Compute], None]] = {
@@ -215,6 +237,8 @@ LOWERINGS: dict[str, Callable[[_Builder, Compute], None]] = {
     "sign": _unary(_sign),
     "isinf": _unary(_isinf(finite=False)),
     "isfinite": _unary(_isinf(finite=True)),
+    "maximum": _extreme("gt"),
+    "minimum": _extreme("lt"),
 }
 
 
