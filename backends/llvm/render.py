@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
+from functools import reduce
 from typing import Any
 
 import llvmlite.ir as ir
@@ -61,7 +62,7 @@ from fir.backends.plan.loop_tree import (
     loop_tree,
     walk,
 )
-from fir.backends.plan.lowering import lower, lower_instrs
+from fir.backends.plan.lowering import defined, lower, lower_instrs
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -125,6 +126,19 @@ LIBM = {
 }  # fmt: skip
 
 
+# a bound on ``|op(...)|`` from bounds on its operands' (interval arithmetic on magnitudes)
+MAGNITUDE: dict[str, Callable[[list[float]], float]] = {
+    **dict.fromkeys(("sin", "cos", "tanh", "erf", "sigmoid"), lambda m: 1.0),
+    "abs": lambda m: m[0],
+    "neg": lambda m: m[0],
+    "add": sum,
+    "sub": sum,
+    "mul": math.prod,
+    "where": lambda m: max(m[1:]),
+    "cast": lambda m: m[0] * (1 + 2**-7),  # rounding to a narrower float may round up
+}
+
+
 class _AccessGroup(ir.values.MDValue):
     """``distinct !{}``: an access group (the memory accesses of one loop whose iterations are
     independent). llvmlite's metadata nodes are uniqued and never distinct, and two groups must
@@ -182,21 +196,19 @@ class _Kernel:
         self.alloca_b.position_at_start(entry)
         self.b = ir.IRBuilder(body)
         self.vals: dict[str, ir.Value] = {}
-        self.dtypes: dict[str, DType] = {}
         # a bound on |value| where the ops that made it give one (sin of anything is at most
         # 1): lets sin/cos of such a value skip the full-range reduction (see _magnitude)
         self.magnitude: dict[str, float] = {}
         # composite ops as primitive ones (the schedule above was decided on the plan as it was)
         self.plan = plan = lower(plan, native)
+        self.dtypes = defined(plan.instrs)
         self.bufs: dict[str, ir.Value] = {}
         for k, a in enumerate(plan.args):
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
             self.bufs[a.name] = self.b.bitcast(raw, storage_type(a.dtype).as_pointer())
-            self.dtypes["@" + a.name] = a.dtype
         for sc in plan.scratch:  # a row kept between passes: on the stack of the calling thread
             row = self.alloca_b.alloca(ir.ArrayType(storage_type(sc.dtype), sc.elements))
             self.bufs[sc.name] = self.alloca_b.bitcast(row, storage_type(sc.dtype).as_pointer())
-            self.dtypes["@" + sc.name] = sc.dtype
         self.syms: dict[str, ir.Value] = {}
         for k, s in enumerate(plan.sizes):
             self.syms[s] = self.b.load(self.b.gep(sizes, [ir.Constant(I64, k)]))
@@ -233,22 +245,11 @@ class _Kernel:
             return ir.Constant(I64, int(e))
         if isinstance(e, sympy.Symbol):
             return self.syms[e.name]
-        if isinstance(e, sympy.Add):
-            out = self.index(e.args[0])
-            for a in e.args[1:]:
-                out = b.add(out, self.index(a))
-            return out
-        if isinstance(e, sympy.Mul):
-            out = self.index(e.args[0])
-            for a in e.args[1:]:
-                out = b.mul(out, self.index(a))
-            return out
+        if isinstance(e, (sympy.Add, sympy.Mul)):  # operands in order, each then combined
+            return reduce(b.add if isinstance(e, sympy.Add) else b.mul, map(self.index, e.args))
         if isinstance(e, sympy.Pow) and isinstance(e.args[1], sympy.Integer):
             base = self.index(e.args[0])
-            out = base
-            for _ in range(int(e.args[1]) - 1):
-                out = b.mul(out, base)
-            return out
+            return reduce(b.mul, [base] * (int(e.args[1]) - 1), base)
         if isinstance(e, (FloorDiv, Modulo)):
             a, d = (self.index(x) for x in e.args)
             q, r = b.sdiv(a, d), b.srem(a, d)
@@ -259,12 +260,9 @@ class _Kernel:
                 return b.select(neg, b.sub(q, ir.Constant(I64, 1)), q)
             return b.select(neg, b.add(r, d), r)
         if isinstance(e, (sympy.Min, sympy.Max)):
-            vals = [self.index(x) for x in e.args]
-            out = vals[0]
-            for v in vals[1:]:
-                op = "<" if isinstance(e, sympy.Min) else ">"
-                out = b.select(b.icmp_signed(op, out, v), out, v)
-            return out
+            op = "<" if isinstance(e, sympy.Min) else ">"
+            pick = lambda x, y: b.select(b.icmp_signed(op, x, y), x, y)  # noqa: E731
+            return reduce(pick, [self.index(x) for x in e.args])
         raise LLVMRenderError(f"kernel {self.plan.name}: index {e} ({type(e).__name__})")
 
     def operand(self, o: Any, dtype: DType) -> Any:
@@ -374,28 +372,16 @@ class _Kernel:
         var, counter, cond, done, step, unroll, parallel, first = h
         self.b.store(self.b.add(self.syms[var], ir.Constant(I64, step)), counter)
         latch = self.b.branch(cond)
-        options = []
+        hints: list[list[Any]] = []  # the loop's properties: a name and its operands
         if parallel:
             group = self.access_group([bb for bb in self.fn.blocks[first:] if bb is not done])
             if group is not None:
-                options.append(
-                    self.m.add_metadata(
-                        [ir.MetaDataString(self.m, "llvm.loop.parallel_accesses"), group]
-                    )
-                )
+                hints.append(["llvm.loop.parallel_accesses", group])
         if not unroll:
-            options.append(
-                self.m.add_metadata([ir.MetaDataString(self.m, "llvm.loop.unroll.disable")])
-            )
+            hints.append(["llvm.loop.unroll.disable"])
         if self.schedule.interleave > 1:  # a compute-heavy kernel (the schedule's)
-            options.append(
-                self.m.add_metadata(
-                    [
-                        ir.MetaDataString(self.m, "llvm.loop.interleave.count"),
-                        ir.Constant(ir.IntType(32), self.schedule.interleave),
-                    ]
-                )
-            )
+            hints.append(["llvm.loop.interleave.count", ir.Constant(I32, self.schedule.interleave)])
+        options = [self.m.add_metadata([ir.MetaDataString(self.m, n), *v]) for n, *v in hints]
         if options:
             loop_id = self.m.add_metadata(options)
             loop_id.operands = (loop_id, *options)  # a loop ID names itself
@@ -542,7 +528,6 @@ class _Kernel:
             other = self.const(i.other.value if i.other is not None else 0, i.dtype)
             v = b.select(self.vals[i.mask], v, other)
         self.vals[i.dst] = v
-        self.dtypes[i.dst] = i.dtype
 
     def widen(self, raw: Any, dtype: DType) -> Any:
         b = self.b
@@ -577,14 +562,10 @@ class _Kernel:
 
     def _constant(self, i: Constant) -> None:
         self.vals[i.dst] = self.const(i.value.value, i.dtype)
-        self.dtypes[i.dst] = i.dtype
-        m = self._bound(i.value)
-        if m < math.inf:
-            self.magnitude[i.dst] = m
+        self.magnitude[i.dst] = self._bound(i.value)
 
     def _indexvalue(self, i: IndexValue) -> None:
         self.vals[i.dst] = self.convert(self.index(i.index), DType.I64, i.dtype)
-        self.dtypes[i.dst] = i.dtype
 
     def _checkindex(self, i: CheckIndex) -> None:
         b = self.b
@@ -659,10 +640,7 @@ class _Kernel:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src, i.dtype)
-        self.dtypes[i.dst] = i.dtype
-        m = self._magnitude(i)
-        if m < math.inf:
-            self.magnitude[i.dst] = m
+        self.magnitude[i.dst] = self._magnitude(i)
 
     def _bound(self, a: Any) -> float:
         """A bound on ``|a|`` (inf where none is known; NaN never counts against one)."""
@@ -676,24 +654,10 @@ class _Kernel:
     def _magnitude(self, i: Compute) -> float:
         """A bound on ``|i|``'s result from its operands' bounds, where the op gives one
         (interval arithmetic on magnitudes; inf otherwise)."""
-        if not i.dtype.is_float:
+        bound = MAGNITUDE.get(i.op)
+        if bound is None or not i.dtype.is_float:
             return math.inf
-        m = [self._bound(a) for a in i.args]
-        if i.op in ("sin", "cos", "tanh", "erf", "sigmoid"):
-            return 1.0
-        if i.op in ("abs", "neg") and m:
-            return m[0]
-        if i.op in ("add", "sub") and len(m) == 2:
-            return m[0] + m[1]
-        if i.op == "mul" and len(m) == 2:
-            return m[0] * m[1]
-        if i.op in ("maximum", "minimum") and len(m) == 2:
-            return max(m)
-        if i.op == "where" and len(m) == 3:
-            return max(m[1], m[2])
-        if i.op == "cast" and m:
-            return m[0] * (1 + 2**-7)  # rounding to a narrower float may round up
-        return math.inf
+        return bound([self._bound(a) for a in i.args])
 
     def op(self, op: str, a: list[Any], src: DType, dst: DType) -> Any:
         b = self.b
@@ -950,7 +914,6 @@ class _Kernel:
             if v.type != value_type(dt):  # an int64 sum of i32, a welford of ints in f64
                 v = self.convert(v, _dtype_of(v.type, dt), dt)
             self.vals[dst] = v
-            self.dtypes[dst] = dt
 
 
 def _operand(a: str | float | int | bool) -> Operand:
