@@ -10,12 +10,12 @@ compiler runtime is not loaded (libgcc_s has some of them from GCC 12, loaded lo
 all), and an unresolved name becomes a call to address 0: a segmentation fault at the first
 call of the kernel.
 
-So the process gets its own: the four functions written here in integer LLVM IR (no
-floating-point conversion at all, so compiling them needs no library call either), compiled
-once per process for the same target as the kernels (so ``half`` is passed the same way,
-in an XMM register since LLVM 15) and registered with ``llvm.add_symbol``. They round to
-nearest, ties to even, as the hardware does; a NaN stays a quiet NaN with its sign and top
-payload bits. And before an object is loaded, :func:`unresolved_symbols` lists the names it
+So the process gets its own: the four functions written here in LLVM IR with integer
+operations and float ones that every x86-64 CPU has (no ``half`` conversion at all, so
+compiling them needs no library call either), compiled once per process for the same target
+as the kernels (so ``half`` is passed the same way, in an XMM register since LLVM 15) and
+registered with ``llvm.add_symbol``. They round to nearest, ties to even, as the hardware does
+(in the default rounding mode); a NaN stays a quiet NaN with its sign and top payload bits. And before an object is loaded, :func:`unresolved_symbols` lists the names it
 needs that nothing provides, so a missing one is an error that says so, never a jump to 0.
 """
 
@@ -32,115 +32,70 @@ from llvmlite import ir
 _lock = threading.Lock()
 _engine: Any = None  # keeps the compiled helpers alive for the process's lifetime
 _provided: dict[str, int] = {}
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+I16, I32 = ir.IntType(16), ir.IntType(32)
 
 
-class _Format:
-    """An IEEE binary format: total, exponent and fraction bits."""
-
-    def __init__(self, bits: int, exponent: int, fraction: int) -> None:
-        self.bits, self.exponent, self.fraction = bits, exponent, fraction
-        self.bias = (1 << (exponent - 1)) - 1
-        self.int = ir.IntType(bits)
-
-    @property
-    def inf(self) -> int:  # the bits of +infinity
-        return ((1 << self.exponent) - 1) << self.fraction
+def _c(v: int | float, ty: ir.Type = I32) -> ir.Constant:
+    return ir.Constant(ty, v)
 
 
-HALF, SINGLE, DOUBLE = _Format(16, 5, 10), _Format(32, 8, 23), _Format(64, 11, 52)
-_FLOAT_TYPES = {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}
+def _half_to_float(b: ir.IRBuilder, h: ir.Value) -> ir.Value:
+    """The float of the half whose bits are ``h`` (exact). A normal half is its bits moved to
+    float's places with the exponent rebiased; a subnormal one its fraction times 2^-24 (an
+    integer and a power of two, both exact, the product a normal float whatever the
+    floating-point environment flushes); infinity and NaN keep their payload, made quiet."""
+    x = b.zext(h, I32)
+    mag, fraction = b.and_(x, _c(0x7FFF)), b.and_(x, _c(0x3FF))
+    moved = b.shl(mag, _c(13))
+    normal = b.add(moved, _c((127 - 15) << 23))
+    subnormal = b.bitcast(b.fmul(b.uitofp(fraction, F32), _c(2.0**-24, F32)), I32)
+    quiet = b.select(b.icmp_unsigned("!=", fraction, _c(0)), _c(1 << 22), _c(0))
+    special = b.or_(b.or_(moved, _c(0x7F800000)), quiet)
+    finite = b.select(b.icmp_unsigned("<", mag, _c(0x400)), subnormal, normal)
+    bits = b.select(b.icmp_unsigned(">=", mag, _c(0x7C00)), special, finite)
+    return b.bitcast(b.or_(bits, b.shl(b.and_(x, _c(0x8000)), _c(16))), F32)
 
 
-def _narrow(b: ir.IRBuilder, x: ir.Value, src: _Format, dst: _Format) -> ir.Value:
-    """The bits of ``dst`` nearest (ties to even) to the value whose ``src`` bits are ``x``."""
-    t = src.int
-
-    def c(v: int) -> ir.Constant:
-        return ir.Constant(t, v)
-
-    drop = src.fraction - dst.fraction  # fraction bits that rounding removes
-    sign = b.shl(b.zext(b.trunc(b.lshr(x, c(src.bits - 1)), ir.IntType(1)), t), c(dst.bits - 1))
-    mag = b.and_(x, c((1 << (src.bits - 1)) - 1))
-    is_nan = b.icmp_unsigned(">", mag, c(src.inf))
-    quiet = (1 << (dst.fraction - 1)) | dst.inf
-    nan = b.or_(c(quiet), b.lshr(b.and_(mag, c((1 << src.fraction) - 1)), c(drop)))
-
-    def rounded(value: ir.Value, shift: ir.Value) -> ir.Value:
-        """``value >> shift`` rounded to nearest even (1 <= shift < src.bits)."""
-        kept = b.lshr(value, shift)
-        rest = b.and_(value, b.sub(b.shl(c(1), shift), c(1)))
-        half = b.shl(c(1), b.sub(shift, c(1)))
-        odd = b.icmp_unsigned("!=", b.and_(kept, c(1)), c(0))
-        up = b.or_(
-            b.icmp_unsigned(">", rest, half),
-            b.and_(b.icmp_unsigned("==", rest, half), odd),
-        )
-        return b.add(kept, b.zext(up, t))
-
-    # a normal result: rebias the exponent in place, then round the fraction; a carry out of
-    # the fraction steps the exponent, and past the largest finite value gives infinity
-    rebias = (src.bias - dst.bias) << src.fraction
-    smallest_normal = (src.bias - dst.bias + 1) << src.fraction
-    normal = rounded(b.sub(mag, c(rebias)), c(drop))
-    normal = b.select(b.icmp_unsigned(">=", normal, c(dst.inf)), c(dst.inf), normal)
-    # a subnormal (or zero) result: the significand with its leading bit, shifted further by
-    # how far the exponent is below the smallest normal one (at most fraction + 2: all gone)
-    exponent = b.lshr(mag, c(src.fraction))
-    significand = b.and_(mag, c((1 << src.fraction) - 1))
-    has_lead = b.icmp_unsigned("!=", exponent, c(0))
-    significand = b.select(has_lead, b.or_(significand, c(1 << src.fraction)), significand)
-    exponent = b.select(has_lead, exponent, c(1))
-    below = b.sub(c(src.bias - dst.bias + 1), exponent)  # >= 1 where the result is subnormal
-    shift = b.add(c(drop), below)
-    shift = b.select(b.icmp_unsigned(">", shift, c(src.fraction + 2)), c(src.fraction + 2), shift)
-    subnormal = rounded(significand, shift)
-    finite = b.select(b.icmp_unsigned(">=", mag, c(smallest_normal)), normal, subnormal)
-    result = b.or_(sign, b.select(is_nan, nan, finite))
-    return b.trunc(result, dst.int)
+def _float_to_half(b: ir.IRBuilder, f: ir.Value) -> ir.Value:
+    """The bits of the half nearest to float ``f`` (ties to even). A normal result: the
+    exponent rebiased in place and the 13 dropped bits rounded by adding 0xFFF and the kept
+    bits' last; a subnormal one: ``|f| + 0.5`` rounds it in the FPU, in the bits of 0.5's
+    fraction (a float that small is 0 anyway where the environment flushes it); from 65520
+    up, infinity; a NaN stays a quiet NaN with its sign and top payload bits."""
+    x = b.bitcast(f, I32)
+    mag = b.and_(x, _c(0x7FFFFFFF))
+    odd = b.and_(b.lshr(mag, _c(13)), _c(1))
+    normal = b.lshr(b.add(b.add(mag, _c(((15 - 127) << 23) + 0xFFF)), odd), _c(13))
+    magic = _c(0.5, F32)  # its fraction's bits are the half subnormal's
+    sum_ = b.fadd(b.bitcast(mag, F32), magic)
+    subnormal = b.sub(b.bitcast(sum_, I32), b.bitcast(magic, I32))
+    nan = b.or_(b.and_(b.lshr(mag, _c(13)), _c(0x3FF)), _c(0x7E00))
+    big = b.select(b.icmp_unsigned(">", mag, _c(0x7F800000)), nan, _c(0x7C00))
+    small = b.select(b.icmp_unsigned("<", mag, _c(113 << 23)), subnormal, normal)
+    bits = b.select(b.icmp_unsigned(">=", mag, _c(143 << 23)), big, small)
+    return b.trunc(b.or_(bits, b.lshr(b.and_(x, _c(1 << 31)), _c(16))), I16)
 
 
-def _widen(b: ir.IRBuilder, h: ir.Value, src: _Format, dst: _Format) -> ir.Value:
-    """The ``dst`` bits of the value whose ``src`` bits are ``h`` (exact: ``dst`` is wider)."""
-    t = dst.int
-
-    def c(v: int) -> ir.Constant:
-        return ir.Constant(t, v)
-
-    x = b.zext(h, t)
-    widen = dst.fraction - src.fraction
-    sign = b.shl(b.lshr(x, c(src.bits - 1)), c(dst.bits - 1))
-    exponent = b.and_(b.lshr(x, c(src.fraction)), c((1 << src.exponent) - 1))
-    fraction = b.and_(x, c((1 << src.fraction) - 1))
-    # infinity, or a NaN: its payload kept and made quiet, as the hardware's conversions do
-    special = b.or_(c(dst.inf), b.shl(fraction, c(widen)))
-    quiet = b.select(b.icmp_unsigned("!=", fraction, c(0)), c(1 << (dst.fraction - 1)), c(0))
-    special = b.or_(special, quiet)
-    rebias = dst.bias - src.bias
-    normal = b.or_(b.shl(b.add(exponent, c(rebias)), c(dst.fraction)), b.shl(fraction, c(widen)))
-    # a subnormal source: shift its leading one into the implicit place, lower the exponent
-    ctlz = b.module.declare_intrinsic("llvm.ctlz", [t], ir.FunctionType(t, [t, ir.IntType(1)]))
-    lead = b.call(ctlz, [fraction, ir.Constant(ir.IntType(1), 0)])
-    move = b.sub(lead, c(dst.bits - 1 - dst.fraction))  # shift that puts it at bit dst.fraction
-    sub_exp = b.sub(c(rebias + dst.bits - src.fraction), lead)
-    sub_frac = b.and_(b.shl(fraction, move), c((1 << dst.fraction) - 1))
-    subnormal = b.or_(b.shl(sub_exp, c(dst.fraction)), sub_frac)
-    is_zero = b.icmp_unsigned("==", fraction, c(0))
-    subnormal = b.select(is_zero, c(0), subnormal)
-    all_ones = (1 << src.exponent) - 1
-    magnitude = b.select(
-        b.icmp_unsigned("==", exponent, c(all_ones)),
-        special,
-        b.select(b.icmp_unsigned("==", exponent, c(0)), subnormal, normal),
-    )
-    return b.or_(sign, magnitude)
+def _to_float_odd(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
+    """Double ``d`` as a float rounded to odd (toward zero, then the last bit set where that
+    was inexact): rounding that float to half again gives ``d`` rounded to half once, as
+    float keeps more than twice half's bits."""
+    f = b.fptrunc(d, F32)
+    back = b.fpext(f, F64)
+    fabs = b.module.declare_intrinsic("llvm.fabs", [F64])
+    away = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [d]))  # rounded up in size
+    bits = b.sub(b.bitcast(f, I32), b.zext(away, I32))
+    inexact = b.fcmp_ordered("!=", back, d)
+    return b.bitcast(b.or_(bits, b.zext(inexact, I32)), F32)
 
 
-# name -> (source format, result format)
-CONVERSIONS: dict[str, tuple[_Format, _Format]] = {
-    "__truncsfhf2": (SINGLE, HALF),
-    "__truncdfhf2": (DOUBLE, HALF),
-    "__extendhfsf2": (HALF, SINGLE),
-    "__extendhfdf2": (HALF, DOUBLE),
+# name -> (argument type, result type), compiler-rt's signatures
+CONVERSIONS: dict[str, tuple[ir.Type, ir.Type]] = {
+    "__truncsfhf2": (F32, F16),
+    "__truncdfhf2": (F64, F16),
+    "__extendhfsf2": (F16, F32),
+    "__extendhfdf2": (F16, F64),
 }
 
 
@@ -149,12 +104,15 @@ def helper_module(triple: str) -> ir.Module:
     module = ir.Module(name="fir_softfp")
     module.triple = triple
     for name, (src, dst) in CONVERSIONS.items():
-        fnty = ir.FunctionType(_FLOAT_TYPES[dst.bits], [_FLOAT_TYPES[src.bits]])
-        fn = ir.Function(module, fnty, name)
+        fn = ir.Function(module, ir.FunctionType(dst, [src]), name)
         b = ir.IRBuilder(fn.append_basic_block())
-        bits = b.bitcast(fn.args[0], src.int)
-        out = _narrow(b, bits, src, dst) if dst.bits < src.bits else _widen(b, bits, src, dst)
-        b.ret(b.bitcast(out, _FLOAT_TYPES[dst.bits]))
+        x = fn.args[0]
+        if dst == F16:
+            half = _float_to_half(b, x if src == F32 else _to_float_odd(b, x))
+            b.ret(b.bitcast(half, F16))
+        else:
+            wide = _half_to_float(b, b.bitcast(x, I16))
+            b.ret(wide if dst == F32 else b.fpext(wide, F64))
     return module
 
 
