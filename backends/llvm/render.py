@@ -413,39 +413,35 @@ class _Kernel:
         that stores contiguously innermost), the body inside the innermost."""
         body = loops[-1].body
         by_var = {lp.var: lp for lp in loops}
-        inner = by_var[order[-1]]
-        hs = [self.open_loop(v, *self.bounds(by_var[v])) for v in order[:-1]]
-        parallel = self.independent(body, inner.var)
-        hs.append(self.open_loop(inner.var, *self.bounds(inner), parallel=parallel))
+        hs = [
+            self.open_loop(
+                v, *self.bounds(by_var[v]), parallel=v == order[-1] and self.independent(body, v)
+            )
+            for v in order
+        ]
         self.items(body)
-        for h in reversed(hs):
-            self.close_loop(h)
+        self.close_loops(hs)
 
     def tiled(self, loops: list[Loop], nest: NestSchedule) -> None:
         """The schedule's tile pair (a transposed read) in square tiles, the inner one (it
         stores contiguously) innermost: both the strided side and the stores stay in cache."""
         tile = nest.tile()
         assert tile is not None
-        a, b = (next(lp for lp in loops if lp.var == v) for v in tile[:2])
-        side = tile[2]
+        pair = [next(lp for lp in loops if lp.var == v) for v in tile[:2]]
         body = loops[-1].body
-        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp.var not in tile[:2]]
-        (alo, ahi), (blo, bhi) = self.bounds(a), self.bounds(b)
-        hs.append(self.open_loop(a.var + ".t", alo, ahi, side))
-        hs.append(self.open_loop(b.var + ".t", blo, bhi, side))
-        at, bt = self.syms[a.var + ".t"], self.syms[b.var + ".t"]
-        side_c = ir.Constant(I64, side)
-        hs.append(self.open_loop(a.var, at, self.smin(self.b.add(at, side_c), ahi)))
-        hs.append(
-            self.open_loop(
-                b.var,
-                bt,
-                self.smin(self.b.add(bt, side_c), bhi),
-                parallel=self.independent(body, b.var),
-            )
-        )
+        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp not in pair]
+        ends = [self.bounds(lp) for lp in pair]
+        hs += [self.open_loop(lp.var + ".t", lo, hi, tile[2]) for lp, (lo, hi) in zip(pair, ends)]
+        for k, (lp, (_, hi)) in enumerate(zip(pair, ends)):  # the elements of this tile
+            t = self.syms[lp.var + ".t"]
+            end = self.smin(self.b.add(t, ir.Constant(I64, tile[2])), hi)
+            parallel = k == 1 and self.independent(body, lp.var)
+            hs.append(self.open_loop(lp.var, t, end, parallel=parallel))
         self.items(body)
-        for h in reversed(hs):
+        self.close_loops(hs)
+
+    def close_loops(self, handles: list[tuple[Any, ...]]) -> None:
+        for h in reversed(handles):
             self.close_loop(h)
 
     def column_reduction(self, loops: list[Loop]) -> None:
@@ -463,21 +459,19 @@ class _Kernel:
         n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(hi, xb))
         for i in walk(inner.body):
             if isinstance(i, AccInit):
-                kind, start = self.acc_start(i)
+                start = self.acc_start(i)
                 lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
-                self.lane_accs[i.acc] = (kind, i.dtype, lanes)
+                self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
         arrays: dict[str, Any] = {}
         for seg in segments:
             if isinstance(seg[0], Loop):
                 ch = chain(seg[0])
                 inner_hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in ch]
                 self.lane_loop(inner.var, xb, n, ch[-1].body, crossing, arrays)
-                for h in reversed(inner_hs):
-                    self.close_loop(h)
+                self.close_loops(inner_hs)
             else:
                 self.lane_loop(inner.var, xb, n, seg, crossing, arrays)
-        for h in reversed(hs):
-            self.close_loop(h)
+        self.close_loops(hs)
         self.lane_accs.clear()
 
     def lane_loop(
@@ -754,27 +748,21 @@ class _Kernel:
     # -- accumulators
 
     def _accinit(self, i: AccInit) -> None:
-        kind, init = self.acc_start(i)
+        init = self.acc_start(i)
         if i.acc in self.lane_accs:  # a column block's: this output's element of its arrays
             for c, p in zip(init, self.accs[i.acc][2]):
                 self.b.store(c, p)
             return
-        slots = [self.slot(c.type, c) for c in init]
-        self.accs[i.acc] = (kind, i.dtype, slots)
+        self.accs[i.acc] = (i.kind, i.dtype, [self.slot(c.type, c) for c in init])
         self.acc_init[i.acc] = init
 
-    def acc_start(self, i: AccInit) -> tuple[str, list[Any]]:
-        """An accumulator's kind and the start value of each of its components
+    def acc_start(self, i: AccInit) -> list[Any]:
+        """The start value of each component of an accumulator's state
         (:func:`fir.ir.accumulators.state`)."""
         try:
-            components = state(i.kind, i.dtype)
+            return [self.const(c.start, c.dtype) for c in state(i.kind, i.dtype)]
         except KeyError:
             raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'") from None
-        start = [
-            ir.Constant(value_type(c.dtype), int(c.start) if isinstance(c.start, bool) else c.start)
-            for c in components
-        ]
-        return i.kind, start
 
     def _accumulate(self, i: Accumulate) -> None:
         b = self.b
@@ -829,16 +817,18 @@ class _Kernel:
         if has_loops(lp.body) or not accs or not lanes_n:
             return False
         b = self.b
-        zero, width = ir.Constant(I32, 0), ir.Constant(I64, lanes_n)
+        width = ir.Constant(I64, lanes_n)
         scalar = {a: self.accs[a] for a in accs}
-        arrays: dict[str, list[Any]] = {}
+        arrays: dict[str, list[Any]] = {a: [] for a in accs}  # a stack array per component
+
+        def element(array: Any, k: int) -> Any:
+            return b.gep(array, [ir.Constant(I32, 0), ir.Constant(I32, k)])
+
         for a in accs:
-            arrays[a] = []
             for c in self.acc_init[a]:
-                arr = self.alloca_b.alloca(ir.ArrayType(c.type, lanes_n))
+                arrays[a].append(self.alloca_b.alloca(ir.ArrayType(c.type, lanes_n)))
                 for k in range(lanes_n):
-                    b.store(c, b.gep(arr, [zero, ir.Constant(I32, k)]))
-                arrays[a].append(arr)
+                    b.store(c, element(arrays[a][-1], k))
         size = self.index(lp.size)
         # blocks while vb + lanes_n <= size, then the remainder from where they stopped
         last = b.sub(size, ir.Constant(I64, lanes_n - 1))
@@ -871,10 +861,7 @@ class _Kernel:
         for a in accs:
             # the lanes pairwise (a tree: 5 dependent merges, not 32), then into the state
             kind, dtype, slots = scalar[a]
-            lanes_ = [
-                [b.load(b.gep(arr, [zero, ir.Constant(I32, k)])) for arr in arrays[a]]
-                for k in range(lanes_n)
-            ]
+            lanes_ = [[b.load(element(arr, k)) for arr in arrays[a]] for k in range(lanes_n)]
             while len(lanes_) > 1:
                 lanes_ = [
                     self.combine(kind, dtype, lanes_[k], lanes_[k + 1])
