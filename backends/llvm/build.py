@@ -15,6 +15,7 @@ as it is. An entry whose checksum does not agree is built again, never loaded.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import tempfile
@@ -31,22 +32,18 @@ from fir.ir.errors import FirError
 from . import softfp
 from .render import render_module
 
-_ready = False
-
 
 class LLVMBuildError(FirError):
     """LLVM rejected a generated module (a bug of the renderer): the message says where the IR
     was written."""
 
 
+@functools.cache
 def _initialise() -> None:
-    global _ready
-    if not _ready:
-        import llvmlite.binding as llvm
+    import llvmlite.binding as llvm
 
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _ready = True
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
 
 
 def target_cpu() -> str:
@@ -123,17 +120,11 @@ def failing_function(ir_text: str, message: str) -> str | None:
         # the verifier prints names unquoted (%later where the text has %"later")
         plain = [line.replace('"', "").strip() for line in lines]
         quoted = [q.replace('"', "").strip() for q in message.splitlines()[1:] if q.strip()]
-        for q in quoted:
-            at = next((k for k, line in enumerate(plain) if line == q), None)
-            if at is not None:
-                break
+        at = next((k for q in quoted for k, line in enumerate(plain) if line == q), None)
     if at is None:
         return None
-    for line in reversed(lines[: at + 1]):
-        d = re.match(r"define\b.*?@\"?([\w.$]+)\"?\(", line)
-        if d is not None:
-            return d.group(1)
-    return None
+    defines = (re.match(r"define\b.*?@\"?([\w.$]+)\"?\(", line) for line in lines[at::-1])
+    return next((d.group(1) for d in defines if d is not None), None)
 
 
 # how many modules this process optimised and compiled to objects (a cache hit does neither)

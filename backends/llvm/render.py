@@ -894,13 +894,12 @@ class _Kernel:
 
     def _accresult(self, i: AccResult) -> None:
         kind, dtype, slots = self.accs[i.acc]
-        loaded = [self.b.load(s) for s in slots]
+        values = list(zip(state(kind, dtype), [self.b.load(s) for s in slots]))
         if kind in ("argmax", "argmin"):
-            loaded = [loaded[1]]
-        for dst, dt, v in zip(i.dsts, i.dtypes, loaded):
-            if v.type != value_type(dt):  # an int64 sum of i32, a welford of ints in f64
-                v = self.convert(v, _dtype_of(v.type, dt), dt)
-            self.vals[dst] = v
+            values = values[1:]  # the index
+        for dst, dt, (c, v) in zip(i.dsts, i.dtypes, values):
+            # an int64 sum of i32, a welford of ints in f64
+            self.vals[dst] = v if v.type == value_type(dt) else self.convert(v, c.dtype, dt)
 
 
 def _operand(a: str | float | int | bool) -> Operand:
@@ -921,16 +920,6 @@ def _constant_table(ptr: Any) -> bool:
         and isinstance(ptr.pointer, ir.GlobalVariable)
         and ptr.pointer.global_constant
     )
-
-
-def _dtype_of(ty: ir.Type, fallback: DType) -> DType:
-    if ty == F64:
-        return DType.F64
-    if ty == F32:
-        return DType.F32 if not fallback.is_narrow_float else fallback
-    if ty == I64:
-        return DType.I64
-    return fallback
 
 
 def render_module(
