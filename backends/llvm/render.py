@@ -575,14 +575,19 @@ class _Kernel:
             mask = self.convert(self.vals[i.mask], self.dtypes.get(i.mask, DType.BOOL), DType.BOOL)
             bad = b.and_(mask, bad)
             src = b.select(mask, src, ir.Constant(I64, 0))
-        fail = self.fn.append_basic_block("check.fail")
-        ok = self.fn.append_basic_block("check.ok")
-        b.cbranch(bad, fail, ok)
-        b.position_at_end(fail)
-        b.store(src, self.err)
-        b.ret(ir.Constant(I64, i.code))
-        b.position_at_end(ok)
+        self.fail_if(bad, "check.fail", i.code, src)
         self.syms[i.symbol] = src
+
+    def fail_if(self, bad: Any, name: str, code: int, value: Any = None) -> None:
+        """Where ``bad``, the kernel returns ``code`` (and stores ``value`` as the error's)."""
+        fail = self.fn.append_basic_block(name)
+        ok = self.fn.append_basic_block(name.split(".")[0] + ".ok")
+        self.b.cbranch(bad, fail, ok)
+        self.b.position_at_end(fail)
+        if value is not None:
+            self.b.store(value, self.err)
+        self.b.ret(ir.Constant(I64, code))
+        self.b.position_at_end(ok)
 
     def convert(self, v: Any, src: DType, dst: DType) -> Any:
         b = self.b
@@ -618,8 +623,8 @@ class _Kernel:
     def _compute(self, i: Compute) -> None:
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
-        kinds = [self.dtypes.get(a) for a in i.args if not isinstance(a, Literal)]
-        src = i.dtype if i.op == "where" else next((d for d in kinds if d is not None), i.dtype)
+        named = (self.dtypes[a] for a in i.args if isinstance(a, str))
+        src = i.dtype if i.op == "where" else next(named, i.dtype)
         args = [
             self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
             for k, a in enumerate(i.args)
@@ -700,12 +705,9 @@ class _Kernel:
         b = self.b
         unsigned = src is DType.U8 or src.is_bool
         if op in DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
-            fail = self.fn.append_basic_block("div.zero")
-            ok = self.fn.append_basic_block("div.ok")
-            b.cbranch(b.icmp_signed("==", a[1], ir.Constant(ty, 0)), fail, ok)
-            b.position_at_end(fail)
-            b.ret(ir.Constant(I64, DIVISION_BY_ZERO))
-            b.position_at_end(ok)
+            self.fail_if(
+                b.icmp_signed("==", a[1], ir.Constant(ty, 0)), "div.zero", DIVISION_BY_ZERO
+            )
             if op == "tdiv":
                 return b.udiv(*a) if unsigned else b.sdiv(*a)
             return b.urem(*a) if unsigned else b.srem(*a)
@@ -722,28 +724,12 @@ class _Kernel:
             "bitwise_and": lambda: b.and_(*a),
             "bitwise_or": lambda: b.or_(*a),
             "bitwise_xor": lambda: b.xor(*a),
-            "shl": lambda: self.shift(a, ty, left=True, unsigned=unsigned),
-            "shr": lambda: self.shift(a, ty, left=False, unsigned=unsigned),
+            "shl_in_range": lambda: b.shl(*a),  # the plan's shifts (shl and shr are lowered)
+            "shr_in_range": lambda: b.lshr(*a) if unsigned else b.ashr(*a),
         }
         if op in table:
             return table[op]()
         raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no integer '{op}'")
-
-    def shift(self, a: list[Any], ty: ir.Type, left: bool, unsigned: bool) -> Any:
-        b = self.b
-        if ty == I1:
-            return b.and_(a[0], b.not_(a[1]))
-        bits = ir.Constant(ty, ty.width)
-        inside = b.and_(
-            b.icmp_signed(">=", a[1], ir.Constant(ty, 0)) if not unsigned else ir.Constant(I1, 1),
-            (b.icmp_unsigned if unsigned else b.icmp_signed)("<", a[1], bits),
-        )
-        if left:
-            return b.select(
-                inside, b.shl(a[0], b.select(inside, a[1], ir.Constant(ty, 0))), ir.Constant(ty, 0)
-            )
-        amount = b.select(inside, a[1], ir.Constant(ty, ty.width - 1))
-        return b.lshr(a[0], amount) if unsigned else b.ashr(a[0], amount)
 
     # -- accumulators
 

@@ -211,6 +211,44 @@ def _extreme(cmp: str) -> Callable[[_Builder, Compute], None]:
     return lower
 
 
+# the plan primitives of shifts: by an amount in ``[0, bits)`` only (a right one arithmetic for
+# a signed dtype), which each renderer writes as its shift instruction
+SHIFTS = ("shl_in_range", "shr_in_range")
+
+
+def _shift(left: bool) -> Callable[[_Builder, Compute], None]:
+    """``shl``/``shr`` by any amount: outside ``[0, bits)`` a left shift gives 0 and a right
+    one shifts by ``bits - 1`` (the sign's bits of a signed dtype, as torch's; an unsigned one
+    keeps its top bit, where torch gives 0); bools shift to ``x and not s``."""
+
+    def lower(b: _Builder, i: Compute) -> None:
+        x, s = i.args
+        d = i.dtype
+        if d.is_bool:
+            b.op("bitwise_and", x, b.op("bitwise_not", s, dtype=d), dtype=d, dst=i.dst)
+            return
+        bits = 8 * d.itemsize
+        raw, fallback = SHIFTS[0 if left else 1], Literal(0 if left else bits - 1)
+        if isinstance(s, Literal):  # a known amount: in range, or the result of the fallback
+            in_range = s.value is not None and 0 <= s.value < bits
+            if left and not in_range:
+                b.out.append(Constant(i.dst, _zero(d), d))
+            else:
+                b.op(raw, x, s if in_range else fallback, dtype=d, dst=i.dst)
+            return
+        checks = [b.op("ge", s, _zero(d), dtype=DType.BOOL)] if d.is_signed else []
+        checks.append(b.op("lt", s, Literal(bits), dtype=DType.BOOL))
+        inside = b.op("bitwise_and", *checks, dtype=DType.BOOL) if d.is_signed else checks[0]
+        amount = b.op("where", inside, s, fallback, dtype=d)
+        if left:
+            shifted = b.op(raw, x, amount, dtype=d)
+            b.op("where", inside, shifted, _zero(d), dtype=d, dst=i.dst)
+        else:
+            b.op(raw, x, amount, dtype=d, dst=i.dst)
+
+    return lower
+
+
 # op -> how it is written with other ops (``b``: the builder, ``x``: the operand, ``d``: the
 # result's dtype). Each sequence's ops are native to every renderer, or lowered here in turn.
 LOWERINGS: dict[str, Callable[[_Builder, Compute], None]] = {
@@ -239,6 +277,8 @@ LOWERINGS: dict[str, Callable[[_Builder, Compute], None]] = {
     "isfinite": _unary(_isinf(finite=True)),
     "maximum": _extreme("gt"),
     "minimum": _extreme("lt"),
+    "shl": _shift(left=True),
+    "shr": _shift(left=False),
 }
 
 
