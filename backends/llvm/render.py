@@ -463,14 +463,11 @@ class _Kernel:
                 lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
                 self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
         arrays: dict[str, Any] = {}
-        for seg in segments:
-            if isinstance(seg[0], Loop):
-                ch = chain(seg[0])
-                inner_hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in ch]
-                self.lane_loop(inner.var, xb, n, ch[-1].body, crossing, arrays)
-                self.close_loops(inner_hs)
-            else:
-                self.lane_loop(inner.var, xb, n, seg, crossing, arrays)
+        for seg in segments:  # a nest of reduction loops around the lanes, or plain items
+            ch = chain(seg[0]) if isinstance(seg[0], Loop) else []
+            inner_hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in ch]
+            self.lane_loop(inner.var, xb, n, ch[-1].body if ch else seg, crossing, arrays)
+            self.close_loops(inner_hs)
         self.close_loops(hs)
         self.lane_accs.clear()
 
