@@ -668,9 +668,10 @@ class _Kernel:
         if op == "where":
             return b.select(*a)
         ty = value_type(src)
-        if src.is_float:
-            return self.float_op(op, a, ty)
-        return self.int_op(op, a, ty, src)
+        out = self.float_op(op, a, ty) if src.is_float else self.int_op(op, a, ty, src)
+        if out is None:
+            raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no {src} '{op}'")
+        return out
 
     def icmp(self, src: DType) -> Callable[..., Any]:
         return self.b.icmp_unsigned if src is DType.U8 or src.is_bool else self.b.icmp_signed
@@ -694,9 +695,7 @@ class _Kernel:
             "isnan": lambda x: b.fcmp_unordered("uno", x, x),
             "signbit": lambda x: b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0)),
         }
-        if op in simple:
-            return simple[op](*a)
-        raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{op}' yet")
+        return simple[op](*a) if op in simple else None
 
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
@@ -710,23 +709,21 @@ class _Kernel:
             return b.urem(*a) if unsigned else b.srem(*a)
         if op in ("floor", "ceil", "round", "trunc") or (op == "abs" and unsigned):
             return a[0]  # an integer is whole, an unsigned one its own size
-        cmp = self.icmp(src)
-        table: dict[str, Callable[[], Any]] = {
-            "add": lambda: b.or_(*a) if src.is_bool else b.add(*a),
-            "sub": lambda: b.sub(*a),
-            "mul": lambda: b.and_(*a) if src.is_bool else b.mul(*a),
-            "neg": lambda: b.neg(a[0]),
-            "abs": lambda: b.select(cmp("<", a[0], ir.Constant(ty, 0)), b.neg(a[0]), a[0]),
-            "bitwise_not": lambda: b.not_(a[0]),
-            "bitwise_and": lambda: b.and_(*a),
-            "bitwise_or": lambda: b.or_(*a),
-            "bitwise_xor": lambda: b.xor(*a),
-            "shl_in_range": lambda: b.shl(*a),  # the plan's shifts (shl and shr are lowered)
-            "shr_in_range": lambda: b.lshr(*a) if unsigned else b.ashr(*a),
+        zero = ir.Constant(ty, 0)
+        table: dict[str, Callable[..., Any]] = {
+            "add": b.or_ if src.is_bool else b.add,
+            "sub": b.sub,
+            "mul": b.and_ if src.is_bool else b.mul,
+            "neg": b.neg,
+            "abs": lambda x: b.select(self.icmp(src)("<", x, zero), b.neg(x), x),
+            "bitwise_not": b.not_,
+            "bitwise_and": b.and_,
+            "bitwise_or": b.or_,
+            "bitwise_xor": b.xor,
+            "shl_in_range": b.shl,  # the plan's shifts (shl and shr are lowered)
+            "shr_in_range": b.lshr if unsigned else b.ashr,
         }
-        if op in table:
-            return table[op]()
-        raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no integer '{op}'")
+        return table[op](*a) if op in table else None
 
     # -- accumulators
 
