@@ -596,10 +596,8 @@ class _Kernel:
         if dst.is_float:
             if src.is_float:
                 out = v if st == dt else (b.fpext(v, dt) if dt == F64 else b.fptrunc(v, dt))
-            elif src.is_bool or src is DType.U8:
-                out = b.uitofp(v, dt)
             else:
-                out = b.sitofp(v, dt)
+                out = (b.sitofp if src.is_signed else b.uitofp)(v, dt)
             if dst.is_narrow_float:  # round to the narrow type, compute on in f32
                 out = self.widen(self.narrow(out, dst), dst)
             return out
@@ -615,7 +613,7 @@ class _Kernel:
             return v
         if st.width > dt.width:
             return b.trunc(v, dt)
-        return b.zext(v, dt) if (src.is_bool or src is DType.U8) else b.sext(v, dt)
+        return (b.sext if src.is_signed else b.zext)(v, dt)
 
     def _compute(self, i: Compute) -> None:
         if i.op in UNSUPPORTED:
@@ -674,7 +672,7 @@ class _Kernel:
         return out
 
     def icmp(self, src: DType) -> Callable[..., Any]:
-        return self.b.icmp_unsigned if src is DType.U8 or src.is_bool else self.b.icmp_signed
+        return self.b.icmp_signed if src.is_signed else self.b.icmp_unsigned
 
     def float_op(self, op: str, a: list[Any], ty: ir.Type) -> Any:
         b = self.b
@@ -699,7 +697,7 @@ class _Kernel:
 
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
-        unsigned = src is DType.U8 or src.is_bool
+        unsigned = not src.is_signed
         if op in DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
             self.fail_if(
                 b.icmp_signed("==", a[1], ir.Constant(ty, 0)), "div.zero", DIVISION_BY_ZERO
