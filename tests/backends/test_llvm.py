@@ -144,6 +144,33 @@ def test_symbolic_sizes_compile_once() -> None:
             torch.testing.assert_close(o, w, rtol=1e-4, atol=1e-4)
 
 
+def test_calls_from_several_threads_at_once_keep_their_own_arguments() -> None:
+    """A kernel's call reuses a set of argument arrays; a call made while another thread holds
+    the set makes one of its own, so concurrent calls never read each other's pointers or
+    sizes (a symbolic program, so the sizes differ between the threads too)."""
+    import threading
+
+    (p,) = compile_text(cpp.SYMBOLIC)
+    reference = parse_module(cpp.SYMBOLIC, "<test>").funcs[0]
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        for k in range(25):
+            rows, cols = 1 + (seed + k) % 7, 1 + (3 * seed + k) % 29
+            g = torch.Generator().manual_seed(seed * 100 + k)
+            xs = [torch.randn(rows, cols, generator=g), torch.randn(cols, generator=g)]
+            for w, o in zip(run_graph(reference, xs), p(*xs)):
+                if not torch.allclose(o, w, rtol=1e-4, atol=1e-4):
+                    failures.append(f"{rows}x{cols}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+
+
 def test_out_of_range_gather_index_and_division_by_zero_raise() -> None:
     (p,) = compile_text(cpp.PROGRAMS["embedding"])
     w = torch.randn(50, 48)
