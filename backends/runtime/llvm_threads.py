@@ -116,8 +116,9 @@ class _Fn:
 
     def __init__(self, address: int, driver: int | None, plan: KernelPlan) -> None:
         p = ctypes.c_void_p
-        self.fn: Any = ctypes.CFUNCTYPE(ctypes.c_int64)(address)
-        self.fn.argtypes = None  # arrays, a byref and c_int64 values: passed as they are
+        fn: Any = ctypes.CFUNCTYPE(ctypes.c_int64)(address)
+        fn.argtypes = None  # arrays, a byref and c_int64 values: passed as they are
+        self.fn = fn
         self.omp: Any = (
             None if driver is None else ctypes.CFUNCTYPE(None, p, ctypes.c_int32)(driver)
         )
