@@ -217,9 +217,9 @@ SHIFTS = ("shl_in_range", "shr_in_range")
 
 
 def _shift(left: bool) -> Callable[[_Builder, Compute], None]:
-    """``shl``/``shr`` by any amount: outside ``[0, bits)`` a left shift gives 0 and a right
-    one shifts by ``bits - 1`` (the sign's bits of a signed dtype, as torch's; an unsigned one
-    keeps its top bit, where torch gives 0); bools shift to ``x and not s``."""
+    """``shl``/``shr`` by any amount, as torch's: outside ``[0, bits)`` a left shift and an
+    unsigned right one give 0, a signed right one shifts by ``bits - 1`` (the sign's bits);
+    bools shift to ``x and not s``."""
 
     def lower(b: _Builder, i: Compute) -> None:
         x, s = i.args
@@ -228,10 +228,11 @@ def _shift(left: bool) -> Callable[[_Builder, Compute], None]:
             b.op("bitwise_and", x, b.op("bitwise_not", s, dtype=d), dtype=d, dst=i.dst)
             return
         bits = 8 * d.itemsize
-        raw, fallback = SHIFTS[0 if left else 1], Literal(0 if left else bits - 1)
+        zero_outside = left or not d.is_signed
+        raw, fallback = SHIFTS[0 if left else 1], Literal(0 if zero_outside else bits - 1)
         if isinstance(s, Literal):  # a known amount: in range, or the result of the fallback
             in_range = s.value is not None and 0 <= s.value < bits
-            if left and not in_range:
+            if zero_outside and not in_range:
                 b.out.append(Constant(i.dst, _zero(d), d))
             else:
                 b.op(raw, x, s if in_range else fallback, dtype=d, dst=i.dst)
@@ -240,7 +241,7 @@ def _shift(left: bool) -> Callable[[_Builder, Compute], None]:
         checks.append(b.op("lt", s, Literal(bits), dtype=DType.BOOL))
         inside = b.op("bitwise_and", *checks, dtype=DType.BOOL) if d.is_signed else checks[0]
         amount = b.op("where", inside, s, fallback, dtype=d)
-        if left:
+        if zero_outside:
             shifted = b.op(raw, x, amount, dtype=d)
             b.op("where", inside, shifted, _zero(d), dtype=d, dst=i.dst)
         else:
