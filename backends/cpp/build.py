@@ -42,18 +42,11 @@ from fir.ir.errors import FirError
 
 from .render import kernel_symbol, render_program
 
-FLAGS = (
-    "-O3",
-    "-march=native",
-    "-mprefer-vector-width=512",
-    "-fopenmp",
-    "-std=c++17",
-    "-shared",
-    "-fPIC",
-    "-fno-math-errno",
-    "-fno-trapping-math",
-    "-ffp-contract=off",
+_FLAG_WORDS = (
+    "-O3 -march=native -mprefer-vector-width=512 -fopenmp -std=c++17 -shared -fPIC "
+    "-fno-math-errno -fno-trapping-math -ffp-contract=off"
 )
+FLAGS = tuple(_FLAG_WORDS.split())
 COMPILE_TIMEOUT_S = 600
 _TAIL = 4000  # characters of compiler output an error shows
 
@@ -72,20 +65,24 @@ def compiler() -> list[str]:
     return shlex.split(os.environ.get("CXX") or "c++")
 
 
+def _run(cmd: list[str], timeout: int, what: object) -> subprocess.CompletedProcess[str]:
+    """Run the compiler on ``what`` (an error names it): one that is not there, cannot be run
+    or runs too long is an error."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise CompilerNotFound(
+            f"no C++ compiler: '{cmd[0]}' is not on PATH (set CXX to a C++17 compiler with "
+            "OpenMP, such as g++)"
+        ) from None
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"cannot run the C++ compiler '{cmd[0]}' on {what}: {e}") from None
+
+
 @lru_cache(maxsize=8)
 def compiler_identity(cxx: tuple[str, ...]) -> str:
     """``cxx --version``, once per process and compiler."""
-    try:
-        done = subprocess.run(
-            [*cxx, "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except FileNotFoundError:
-        raise CompilerNotFound(
-            f"no C++ compiler: '{' '.join(cxx)}' is not on PATH (set CXX to a C++17 compiler "
-            "with OpenMP, such as g++)"
-        ) from None
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BuildError(f"cannot run the C++ compiler '{' '.join(cxx)}': {e}") from None
+    done = _run([*cxx, "--version"], 60, "--version")
     if done.returncode != 0:
         raise BuildError(
             f"the C++ compiler '{' '.join(cxx)}' failed on --version "
@@ -114,10 +111,6 @@ def flags(identity: str) -> tuple[str, ...]:
     if gcc and platform.machine() in ("x86_64", "AMD64") and ctypes.util.find_library("mvec"):
         out = (*out, "-DFIR_LIBMVEC")
     return out
-
-
-def _libraries(flag_list: Sequence[str]) -> list[str]:
-    return ["-lmvec"] if "-DFIR_LIBMVEC" in flag_list else []
 
 
 def library_key(source: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
@@ -151,17 +144,9 @@ def compile_source(source: str, cache: Cache | None = None) -> Path:
         source_path = scratch / "kernels.cpp"
         source_path.write_text(source)
         built = scratch / "kernels.so"
-        cmd = [*cxx, *flag_list, str(source_path), "-o", str(built), *_libraries(flag_list)]
-        try:
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
-            )
-        except FileNotFoundError:
-            raise CompilerNotFound(f"no C++ compiler: '{cxx[0]}' is not on PATH") from None
-        except subprocess.TimeoutExpired:
-            raise BuildError(
-                f"C++ compilation of {shown} took over {COMPILE_TIMEOUT_S} s"
-            ) from None
+        libraries = ["-lmvec"] if "-DFIR_LIBMVEC" in flag_list else []
+        cmd = [*cxx, *flag_list, str(source_path), "-o", str(built), *libraries]
+        done = _run(cmd, COMPILE_TIMEOUT_S, shown)
         if done.returncode != 0 or not built.exists():
             output = (done.stderr + done.stdout).strip()
             if len(output) > _TAIL:
@@ -208,51 +193,26 @@ def load_library(path: Path) -> ctypes.CDLL:
     return lib
 
 
-class _Kernel:
-    """One kernel's ctypes function and sets of argument arrays: a call takes a set, copies
-    the pointers and sizes in and passes the arrays as they are (no ``argtypes`` conversions,
-    which would double the cost of a call), then gives the set back. Each call has a set of
-    its own, so calls from several threads at once never share one (a set is made when none is
-    free: one per thread that calls at the same time, kept for the next calls)."""
-
-    __slots__ = ("fn", "free", "nargs", "nsizes")
-
-    def __init__(self, fn: Any, nargs: int, nsizes: int) -> None:
-        fn.restype = ctypes.c_int64
-        fn.argtypes = None  # arguments are ctypes arrays and a byref: passed as pointers
-        self.fn = fn
-        self.nargs = nargs
-        self.nsizes = nsizes
-        # list.pop and list.append are atomic: taking and giving back a set needs no lock
-        self.free: list[tuple[Any, Any, Any, Any]] = [self.arrays()]
-
-    def arrays(self) -> tuple[Any, Any, Any, Any]:
-        """A set: pointer array, size array, error value and a reference to it."""
-        error = ctypes.c_int64(0)
-        return (
-            (ctypes.c_uint64 * max(self.nargs, 1))(),
-            (ctypes.c_int64 * max(self.nsizes, 1))(),
-            error,
-            ctypes.byref(error),
-        )
-
-
 class CppKernels:
-    """The kernels of a built library, by name. ``call`` may run from several threads at once
-    (each call fills argument arrays of its own)."""
+    """The kernels of a built library, by name. ``call`` may run from several threads at once:
+    a call takes a set of argument arrays (pointers, sizes, the error value and a reference to
+    it) that no other call holds, copies the pointers and sizes in and passes the arrays as
+    they are (no ``argtypes`` conversions, which would double the cost of a call), then gives
+    the set back. A set is made when none is free: one per thread that calls at the same time,
+    kept for the next calls (``list.pop`` and ``append`` are atomic: no lock)."""
 
     def __init__(
-        self,
-        library: Path,
-        kernels: Iterable[tuple[str, int, int]],
-        source: str | None = None,
+        self, library: Path, kernels: Iterable[tuple[str, int, int]], source: str | None = None
     ) -> None:
         self.path = library
         self.source = source
         self.lib = load_library(library)
-        self._kernels = {
-            name: _Kernel(self.lib[kernel_symbol(name)], n, m) for name, n, m in kernels
-        }
+        self._kernels: dict[str, tuple[Any, int, int, list[tuple[Any, ...]]]] = {}
+        for name, nargs, nsizes in kernels:
+            fn: Any = self.lib[kernel_symbol(name)]
+            fn.restype = ctypes.c_int64
+            fn.argtypes = None  # arguments are ctypes arrays and a byref: passed as pointers
+            self._kernels[name] = (fn, nargs, nsizes, [])
 
     def names(self) -> list[str]:
         return list(self._kernels)
@@ -260,23 +220,24 @@ class CppKernels:
     def call(self, name: str, args: Sequence[int], sizes: Sequence[int] = ()) -> tuple[int, int]:
         """Run kernel ``name`` on data pointers ``args`` and size values ``sizes``; return the
         error code (0: none) and the value that failed."""
-        k = self._kernels[name]
-        if len(args) != k.nargs or len(sizes) != k.nsizes:
+        fn, nargs, nsizes, free = self._kernels[name]
+        if len(args) != nargs or len(sizes) != nsizes:
             raise ValueError(
-                f"kernel {name} takes {k.nargs} pointer(s) and {k.nsizes} size(s), "
+                f"kernel {name} takes {nargs} pointer(s) and {nsizes} size(s), "
                 f"got {len(args)} and {len(sizes)}"
             )
-        free = k.free
         try:
             arrays = free.pop()
-        except IndexError:  # another thread holds the set: one of this call's own
-            arrays = k.arrays()
+        except IndexError:  # every set is held by another call: one of this call's own
+            error = ctypes.c_int64(0)
+            pointers = (ctypes.c_uint64 * max(nargs, 1))()
+            arrays = (pointers, (ctypes.c_int64 * max(nsizes, 1))(), error, ctypes.byref(error))
         pointers, values, error, error_ref = arrays
-        if k.nargs:
+        if nargs:
             pointers[:] = args
-        if k.nsizes:
+        if nsizes:
             values[:] = sizes
-        code = k.fn(pointers, values, error_ref)
+        code = fn(pointers, values, error_ref)
         failed = error.value if code else 0
         free.append(arrays)
         return code, failed

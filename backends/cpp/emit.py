@@ -8,10 +8,10 @@ an element of a per-lane array while a loop strategy of :mod:`.loops` says so).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 # returned with error value 0 by an integer division by zero (codes from the plan are positive)
 from fir.backends.plan import DIVISION_BY_ZERO  # noqa: E402  (one definition for every back end)
+from fir.backends.plan.index_text import IndexSyntax, print_index
 from fir.backends.plan.instructions import (
     DIVIDES,
     AccInit,
@@ -27,27 +27,27 @@ from fir.backends.plan.instructions import (
     Store,
 )
 from fir.backends.plan.kernel import KernelPlan
+from fir.backends.plan.loop_tree import defines
+from fir.backends.plan.lowering import defined
 from fir.backends.plan.schedule import CPP, can_fail, int_values, schedule
+from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
-from fir.ir.types import Dim
 
-from .cexpr import c_index
 from .ops import (
-    ACCUMULATORS,
     CASTS,
     CTYPE,
     INT_OPS,
     LOGICAL,
     OPS,
-    Accumulator,
-    accumulator,
-    accumulator_init,
-    accumulator_types,
+    SUFFIXES,
+    c_int,
     combine,
     literal,
     load_expr,
+    start_value,
     store_expr,
+    update,
 )
 
 _RESERVED_WORDS = (
@@ -93,27 +93,22 @@ class Names:
         return self.names[(kind, name)]
 
 
-@dataclass
+# index expressions: C++'s ``/`` and ``%`` where the dividend cannot be negative, else the
+# prelude's floor-rounding helpers (:mod:`fir.backends.plan.index_text`)
+C_SYNTAX = IndexSyntax("C++", c_int, "/", "%", "fir_idiv", "fir_imod", "fir_imin", "fir_imax")
+
+
 class Acc:
-    """An accumulator: its kind, C++ state, and where the state lives right now."""
+    """An accumulator: the components of its state (:func:`fir.ir.accumulators.state`), their
+    C++ names (the accumulator's name and the kind's suffixes), and where the state lives right
+    now."""
 
-    name: str  # C++ base name; components append the kind's suffixes
-    kind: str
-    dtype: DType  # of the reduced values
-    types: tuple[str, ...]
-    lanes: str | None = None  # the lane index while the state is per-lane arrays (``acc0_v[l]``)
-    uniform: tuple[str, str] | None = None  # (count, reciprocal) while every lane saw as many
-
-    @property
-    def spec(self) -> Accumulator:
-        return accumulator(self.kind, self.dtype)
-
-    def components(self) -> dict[str, str]:
-        """Pattern keys of ``ops.Accumulator`` (``s``, ``s_i`` …) -> C++ scalar state names."""
-        return {"s" + suffix: self.name + suffix for suffix in self.spec.state}
-
-    def init(self) -> tuple[str, ...]:
-        return accumulator_init(self.kind, self.dtype)
+    def __init__(self, name: str, kind: str, dtype: DType) -> None:
+        self.name, self.kind, self.dtype = name, kind, dtype  # dtype: of the reduced values
+        self.comps = state(kind, dtype)
+        self.names = [name + x for x in SUFFIXES.get(kind, ("",))]
+        self.lanes: str | None = None  # the lane index while the state is per-lane arrays
+        self.uniform: str | None = None  # 1 / count while every lane saw as many (Welford)
 
 
 class Emitter:
@@ -143,27 +138,20 @@ class Emitter:
 
     def _name_everything(self) -> None:
         add = self.names.add
+        dtypes = defined(self.plan.instrs)
         for lp in self.plan.loops:
             add("var", lp.var.name)
             self.names.taken |= {lp.var.name + "b", lp.var.name + "bb"}  # blocks, f16 blocks
         for s in self.plan.sizes:
             add("size", s)
         for i in self.plan.instrs:
-            if isinstance(i, (Load, Compute, Constant, IndexValue)):
-                self.dtypes[i.dst] = i.dtype
-                add("value", i.dst)
-            elif isinstance(i, CheckIndex):
-                self.dtypes[i.symbol] = DType.I64
-                add("value", i.symbol)
-            elif isinstance(i, AccResult):
-                for d, t in zip(i.dsts, i.dtypes):
-                    self.dtypes[d] = t
-                    add("value", d)
-            elif isinstance(i, AccInit):
+            for d in defines(i):
+                self.dtypes[d] = DType.I64 if isinstance(i, CheckIndex) else dtypes[d]
+                add("value", d)
+            if isinstance(i, AccInit):
                 base = add("value", i.acc)
-                types = tuple(t for t, _ in accumulator_types(i.kind, i.dtype))
-                self.accs[i.acc] = Acc(base, i.kind, i.dtype, types)
-                for suffix in ACCUMULATORS[i.kind].state + ("_cnt", "_inv"):
+                self.accs[i.acc] = Acc(base, i.kind, i.dtype)
+                for suffix in (*SUFFIXES.get(i.kind, ("",)), "_cnt", "_inv"):
                     self.names.taken |= {base + suffix, base + suffix + "_v", base + suffix + "_t"}
         for a in self.plan.args:
             add("buffer", a.name)
@@ -196,10 +184,7 @@ class Emitter:
                     return self.names(kind, sym)
             raise KeyError(f"kernel {self.plan.name}: index symbol {sym} is not defined")
 
-        return c_index(e, name)
-
-    def dim(self, d: Dim) -> str:
-        return self.index(d)
+        return print_index(e, name, C_SYNTAX)
 
     # -- output
 
@@ -248,22 +233,16 @@ class Emitter:
                 value = CASTS[i.dtype].format(f"int64_t({value})")
             self.define(i.dst, value)
         elif isinstance(i, CheckIndex):
-            sym = self.ref(i.symbol)
-            bound = self.dim(i.bound)
-            if i.proven:
-                self.define(i.symbol, f"int64_t({self.ref(i.src)})")
-            elif i.mask is None:
-                self.define(i.symbol, f"int64_t({self.ref(i.src)})")
-                self.emit(
-                    f"if ({sym} < 0 || {sym} >= {bound}) " + self.fail(str(i.code), sym, exit_)
-                )
+            sym, src = self.ref(i.symbol), f"int64_t({self.ref(i.src)})"
+            out = f"{sym} < 0 || {sym} >= {self.index(i.bound)}"
+            if i.proven or i.mask is None:
+                self.define(i.symbol, src)
             else:  # checked where its loads read; 0 (read by none of them) elsewhere
                 mask = self.ref(i.mask)
-                self.define(i.symbol, f"({mask} ? int64_t({self.ref(i.src)}) : int64_t(0))")
-                self.emit(
-                    f"if ({mask} && ({sym} < 0 || {sym} >= {bound})) "
-                    + self.fail(str(i.code), sym, exit_)
-                )
+                self.define(i.symbol, f"({mask} ? {src} : int64_t(0))")
+                out = f"{mask} && ({out})"
+            if not i.proven:
+                self.emit(f"if ({out}) " + self.fail(str(i.code), sym, exit_))
         elif isinstance(i, AccInit):
             self.declare(self.accs[i.acc])
         elif isinstance(i, Accumulate):
@@ -335,21 +314,18 @@ class Emitter:
         self.define(i.dst, expr)
 
     def store(self, i: Store) -> None:
-        if i.buffer in self.scratch:
-            element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
-            self.emit(f"{element} = {self.operand(i.value, i.dtype, exact=True)};")
-            return
+        element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+        value = self.operand(i.value, i.dtype, exact=True)
+        if i.buffer in self.scratch:  # a scratch row holds values as computed
+            return self.emit(f"{element} = {value};")
         if i in self.f16_out:  # the float goes to the block's array, converted with the block
             assert isinstance(i.value, str)
             value = self.rounds.get(i.value) or self.ref(i.value)
             if CTYPE[self.dtypes[i.value]] != "float" and i.value not in self.rounds:
                 value = f"float({value})"
-            self.emit(f"{self.f16_out[i]}[l] = {value};")
-            return
-        value = self.operand(i.value, i.dtype, exact=True)
+            return self.emit(f"{self.f16_out[i]}[l] = {value};")
         if isinstance(i.value, str) and self.dtypes.get(i.value, i.dtype) != i.dtype:
             value = CASTS[i.dtype].format(value)
-        element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
         bits = self.bits.get(i.value) if isinstance(i.value, str) else None
         stored = bits[1] if bits is not None and bits[0] is i.dtype else store_expr(i.dtype, value)
         self.emit(f"{element} = {stored};")
@@ -359,40 +335,33 @@ class Emitter:
     def declare(self, acc: Acc, suffix: str = "", size: str = "") -> None:
         """The state of ``acc``: scalars initialised, or (``size``) arrays ``NAME{suffix}[size]``
         left for the caller to initialise."""
-        for name, t, v in zip(acc.components().values(), acc.types, acc.init()):
-            self.emit(f"{t} {name}{suffix}[{size}];" if size else f"{t} {name} = {v};")
+        for name, c in zip(acc.names, acc.comps):
+            t = CTYPE[c.dtype]
+            self.emit(f"{t} {name}{suffix}[{size}];" if size else f"{t} {name} = {start_value(c)};")
 
-    def state(self, acc: Acc) -> dict[str, str]:
-        comps = acc.components()
-        if acc.lanes is None:
-            return comps
-        return {k: f"{n}_v[{acc.lanes}]" for k, n in comps.items()}
+    def state(self, acc: Acc) -> list[str]:
+        """The C++ names of ``acc``'s state components where it lives now."""
+        return acc.names if acc.lanes is None else [f"{n}_v[{acc.lanes}]" for n in acc.names]
 
     def merge(self, acc: Acc, other: str) -> str:
         """The statement that merges the state ``NAME{other}`` (``_v[l]``) into ``acc``'s
         scalars."""
-        comps = acc.components()
-        theirs = {"o" + k[1:]: n + other for k, n in comps.items()}
-        return combine(acc.kind, acc.dtype).format(**comps, **theirs)
+        return combine(acc.kind, acc.dtype, acc.names, [n + other for n in acc.names])
 
     def accumulate(self, i: Accumulate) -> None:
         acc = self.accs[i.acc]
         value = self.operand(i.value, i.dtype, exact=True)
         position = self.index(i.rindex) if i.rindex is not None else "0"
-        spec = acc.spec
-        if acc.uniform is not None and spec.uniform is not None:
-            n, inv = acc.uniform
-            self.emit(spec.uniform.format(**self.state(acc), v=value, n=n, inv=inv))
-        else:
-            self.emit(spec.update.format(**self.state(acc), v=value, i=position))
+        names = self.state(acc)
+        self.emit(update(acc.kind, acc.dtype, names, value, position, acc.uniform or ""))
 
     def acc_result(self, i: AccResult) -> None:
+        """Welford's results are its three components; any other kind's, its last."""
         acc = self.accs[i.acc]
-        state = self.state(acc)
-        types = dict(zip(acc.components(), accumulator_types(acc.kind, acc.dtype)))
-        for dst, dtype, pattern in zip(i.dsts, i.dtypes, acc.spec.results):
-            value = pattern.format(**state)
-            _, stands_for = types[pattern.strip("{}")]
-            if stands_for is not dtype or dtype.is_narrow_float:
+        pairs = list(zip(acc.comps, self.state(acc)))
+        for dst, dtype, (c, value) in zip(
+            i.dsts, i.dtypes, pairs if acc.kind == "welford" else pairs[-1:]
+        ):
+            if c.dtype is not dtype or dtype.is_narrow_float:
                 value = CASTS[dtype].format(value)
             self.define(dst, value)

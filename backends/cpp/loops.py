@@ -37,7 +37,7 @@ never an ``omp simd`` loop, and nothing returns from inside a parallel region.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from fir.backends.plan.instructions import AccInit, Load, Store
 from fir.backends.plan.loop_tree import (
@@ -59,10 +59,9 @@ from fir.backends.plan.schedule import (
     f16_blocks,
     vectorises,
 )
-from fir.ir.types import Dim
 
 from .emit import Acc, Emitter
-from .ops import CTYPE
+from .ops import CTYPE, start_value
 
 # the comment in front of a loop in f16 blocks (of the schedule's f16_block, which the
 # prelude's FIR_F16_BLOCK equals)
@@ -77,23 +76,33 @@ class KernelWriter(Emitter):
 
     def parallel(self, loops: int, simd: bool = False) -> None:
         """The pragma in front of ``loops`` perfectly nested loops, collapsed into one parallel
-        loop (nothing parallel below the grain: the schedule's threads)."""
-        work = self.schedule.work
-        if self.schedule.one_thread():
+        loop (none parallel below the grain: the schedule's threads; 0: a loop of one thread),
+        ``simd``: vectorised."""
+        if not loops or self.schedule.one_thread():
             if simd:
                 self.emit("#pragma omp simd")
             return
         clause = "omp parallel for simd" if simd else "omp parallel for"
         if loops > 1:
             clause += f" collapse({loops})"
-        if not isinstance(work, int):
-            clause += f" if({self.dim(work)} >= {GRAIN})"
+        if not isinstance(self.schedule.work, int):
+            clause += f" if({self.index(self.schedule.work)} >= {GRAIN})"
         self.emit("#pragma " + clause)
+
+    def loop(self, lp: Loop, start: str = "0", stop: str = "") -> None:
+        """Open ``for`` loop ``lp`` over ``[start, stop)``, by default its whole range."""
+        self.for_(lp.var, stop or self.index(lp.size), start=start)
+
+    def serial(self, lp: Loop, items: list[Item], start: str, stop: str) -> None:
+        """Loop ``lp`` over ``[start, stop)`` running ``items`` (no loops), not vectorised."""
+        self.loop(lp, start, stop)
+        self.body(items)
+        self.close()
 
     def simd_ok(self, items: list[Item], var: str) -> bool:
         return vectorises(items, var, self.int_values)
 
-    def body(self, items: list[Item], exit_: str = "continue;") -> None:
+    def body(self, items: Sequence[Item], exit_: str = "continue;") -> None:
         for it in items:
             assert not isinstance(it, Loop)
             self.instr(it, exit_)
@@ -101,11 +110,10 @@ class KernelWriter(Emitter):
     def hoisted(self, lp: Loop, exit_: str, per_lane: set[str] | None = None) -> list[Item]:
         """Emit what loop ``lp`` computes the same in every iteration; return the rest. Only
         from a loop that runs at least once: a check must not fire for an empty loop."""
-        if not positive(lp.size):
-            return lp.body
-        early, rest = hoist(lp.body, lp.var, per_lane or set())
-        for i in early:
-            self.instr(i, exit_)
+        early, rest = (
+            hoist(lp.body, lp.var, per_lane or set()) if positive(lp.size) else ([], lp.body)
+        )
+        self.body(early, exit_)
         return rest
 
     # -- the kernel body
@@ -115,115 +123,86 @@ class KernelWriter(Emitter):
         if items and isinstance(items[0], Loop) and not items[0].reduction:
             for it in items:
                 assert isinstance(it, Loop), "the planner puts everything inside the loops"
-                self.pointwise_nest(it, next(nests))
+                self.pointwise_nest(chain(it), next(nests))
             return
         self.open()
         self.phases(items, "goto fir_done;", nests)
         self.close()
 
-    def pointwise_nest(self, top: Loop, nest: NestSchedule) -> None:
-        loops = chain(top)
-        inner = loops[-1]
+    def pointwise_nest(self, loops: list[Loop], nest: NestSchedule) -> None:
+        """A top-level nest: reduction phases inside all its loops, or in column blocks; or
+        pointwise, the loops in the schedule's order (the body moves with the innermost)."""
+        rows = nest.has(Kind.ROWS)
         if nest.has(Kind.COLUMNS):
-            self.column_reduction(loops, nest)
-            return
-        if nest.has(Kind.ROWS):  # reduction phases inside
-            self.parallel(nest.parallel())
-            for lp in loops:
-                self.for_(lp.var, self.dim(lp.size))
+            return self.column_reduction(loops, nest)
+        if not rows and [lp.var for lp in loops] != nest.order():
+            by_var = {lp.var: lp for lp in loops}
+            body = loops[-1].body
+            loops = [Loop(v, by_var[v].size, False) for v in nest.order()]
+            loops[-1].body = body
+        if nest.tile() is not None:
+            return self.tiled(loops, nest)
+        if len(loops) == 1 and not rows:
+            return self.vector_loop(loops[0], loops[0].body, parallel=1)
+        outer = loops if rows else loops[:-1]
+        self.parallel(nest.parallel())
+        for lp in outer:
+            self.loop(lp)
+        if rows:
             for sc in self.plan.scratch:  # a row kept between passes, on this thread's stack
                 name = self.names("buffer", sc.name)
                 self.emit(f"alignas(64) {CTYPE[sc.dtype]} {name}[{sc.elements}];")
-            self.phases(inner.body, "continue;")
-            self.close(len(loops))
-            return
-        loops = in_order(loops, nest.order())
-        inner = loops[-1]
-        if nest.tile() is not None:
-            self.tiled(loops, nest)
-            return
-        if len(loops) == 1:
-            self.vector_loop(inner.var, inner.body, "0", self.dim(inner.size), inner.size, True)
-            return
-        self.parallel(nest.parallel())
-        for lp in loops[:-1]:
-            self.for_(lp.var, self.dim(lp.size))
-        self.innermost(inner, "continue;")
-        self.close(len(loops) - 1)
+            self.phases(loops[-1].body, "continue;")
+        else:
+            self.innermost(loops[-1], "continue;")
+        self.close(len(outer))
 
     def innermost(self, lp: Loop, exit_: str) -> None:
         """A loop with no loops inside: invariants first, then the loop, vectorised when it
         can be."""
-        rest = self.hoisted(lp, exit_)
-        self.vector_loop(lp.var, rest, "0", self.dim(lp.size), lp.size)
+        self.vector_loop(lp, self.hoisted(lp, exit_))
 
     def vector_loop(
         self,
-        var: str,
+        lp: Loop,
         rest: list[Item],
-        start: str,
-        stop: str,
-        size: Dim,
-        parallel: bool = False,
+        start: str = "0",
+        stop: str = "",
+        parallel: int = 0,
         block: str = "",
     ) -> None:
-        """``for var in [start, stop)`` over ``rest`` (no loops inside, invariants hoisted),
-        vectorised when it can be, converting f16 in blocks when it converts any (then the
-        start of a block is ``block``, by default ``{var}b``); ``parallel``: split among the
-        threads (a kernel of one loop). ``size``: the size of the loop's dimension (the loop
-        runs over all of it, or over a part whose length divides by the f16 block where the
-        size does)."""
-        simd = self.simd_ok(rest, var)
-        if simd and self.f16_blocked(var, rest, start, stop, size, parallel, block):
-            return
-        if parallel:
-            self.parallel(1, simd=simd)
-        elif simd:
-            self.emit("#pragma omp simd")
-        self.for_(var, stop, start=start)
-        self.body(rest)
-        self.close()
-
-    def f16_blocked(
-        self,
-        var: str,
-        rest: list[Item],
-        start: str,
-        stop: str,
-        size: Dim,
-        parallel: bool,
-        block: str,
-    ) -> bool:
-        """The vectorised loop in blocks of the schedule's ``f16_block`` when it converts f16
-        (false where the schedule says it runs unblocked). GCC vectorises no loop that converts with the
-        F16C instruction, so each block computes its floats in a vectorised loop over local
-        arrays and converts each array with one instruction, before (loads) or after (stores)
-        the loop. Full blocks run a loop of constant length (a variable one costs GCC's
-        vectoriser ~15% here); the last block of a loop whose length is not a known multiple
-        of the block is partial, touching its ``fir_n`` elements only."""
-        blocked = self.schedule.f16_blocked(rest, var, size)
+        """Loop ``lp`` over ``[start, stop)`` (by default its whole range) running ``rest``
+        (no loops inside, invariants hoisted), vectorised when it can be, converting f16 in
+        blocks when it converts any (then a block starts at ``block``, by default ``{var}b``);
+        ``parallel``: split among the threads (a kernel of one loop)."""
+        stop = stop or self.index(lp.size)
+        simd = self.simd_ok(rest, lp.var)
+        blocked = self.schedule.f16_blocked(rest, lp.var, lp.size) if simd else None
         if blocked is None:
-            return False
-        loads, stores = blocked
+            self.parallel(parallel, simd)
+            return self.serial(lp, rest, start, stop)
+        # GCC vectorises no loop that converts with the F16C instruction: each block computes
+        # its floats in a vectorised loop over local arrays, converted with one instruction
+        # each. Full blocks run a loop of constant length (a variable one costs GCC's
+        # vectoriser ~15% here); the last block of a loop whose length is not a known
+        # multiple of the block is partial, touching its ``fir_n`` elements only.
         n = self.schedule.family.f16_block
-        vb = block or self.block(var)
+        vb = block or self.block(lp.var)
         for line in F16_WHY:
             self.emit(line.format(n))
-        if parallel:
-            self.parallel(1)
+        self.parallel(parallel)
         self.for_("", stop, start=start, step=n, name=vb)
-        if isinstance(size, int) and size % n == 0:
-            self.f16_block(var, vb, rest, loads, stores, str(n))
+        if isinstance(lp.size, int) and lp.size % n == 0:
+            self.f16_block(lp.var, vb, rest, *blocked, str(n))
         else:
             self.open(f"if ({vb} + {n} <= {stop})")
-            self.f16_block(var, vb, rest, loads, stores, str(n))
+            self.f16_block(lp.var, vb, rest, *blocked, str(n))
             self.depth -= 1
             self.open("} else")
             self.emit(f"const int64_t fir_n = {stop} - {vb};")
-            self.f16_block(var, vb, rest, loads, stores, "fir_n")
+            self.f16_block(lp.var, vb, rest, *blocked, "fir_n")
             self.close()
         self.close()
-        return True
 
     def f16_block(
         self, var: str, vb: str, rest: list[Item], loads: list[Load], stores: list[Store], n: str
@@ -240,14 +219,9 @@ class KernelWriter(Emitter):
             self.f16_out[st] = arr
             element = f"&{buffer}[{self.index(st.index, {var: vb})}]"
             out.append(f"fir_store_f16_block({element}, {arr}, {n});")
-        self.emit("#pragma omp simd")
-        self.for_("", n, name="l")
-        self.emit(f"const int64_t {self.names('var', var)} = {vb} + l;")
-        self.body(rest)
-        self.close()
+        self.lane_loop(var, vb, n, rest)
         for line in out:
             self.emit(line)
-        self.f16_in.clear()
         self.f16_out.clear()
 
     def f16_loads(self, var: str, vb: str, loads: list[Load], n: str) -> None:
@@ -260,6 +234,16 @@ class KernelWriter(Emitter):
             self.emit(f"fir_load_f16_block({arr}, {element}, {n});")
             self.f16_in[ld.dst] = arr
 
+    def lane_loop(self, var: str, vb: str, n: str, rest: list[Item]) -> None:
+        """The vectorised loop over the ``n`` lanes ``l`` of a block of loop ``var`` from
+        ``vb``; the block's f16 loads are read from their arrays (:meth:`f16_loads`)."""
+        self.emit("#pragma omp simd")
+        self.for_("", n, name="l")
+        self.emit(f"const int64_t {self.names('var', var)} = {vb} + l;")
+        self.body(rest)
+        self.close()
+        self.f16_in.clear()
+
     def tiled(self, loops: list[Loop], nest: NestSchedule) -> None:
         """The schedule's tile pair in square tiles, the inner one innermost; the other loops
         and the two tile loops are collapsed into the parallel loop."""
@@ -271,14 +255,14 @@ class KernelWriter(Emitter):
         self.in_tiles = True
         self.parallel(nest.parallel())
         for lp in others:
-            self.for_(lp.var, self.dim(lp.size))
+            self.loop(lp)
         ab, bb = self.block(a.var), self.block(b.var)
-        self.for_(a.var, self.dim(a.size), step=side, name=ab)
-        self.for_(b.var, self.dim(b.size), step=side, name=bb)
-        self.for_(a.var, f"fir_imin({ab} + {side}, {self.dim(a.size)})", start=ab)
+        self.for_(a.var, self.index(a.size), step=side, name=ab)
+        self.for_(b.var, self.index(b.size), step=side, name=bb)
+        self.loop(a, ab, f"fir_imin({ab} + {side}, {self.index(a.size)})")
         rest = self.hoisted(b, "continue;")
-        stop = f"fir_imin({bb} + {side}, {self.dim(b.size)})"
-        self.vector_loop(b.var, rest, bb, stop, b.size, block=bb + "b")  # side % 16 == 0
+        stop = f"fir_imin({bb} + {side}, {self.index(b.size)})"
+        self.vector_loop(b, rest, bb, stop, block=bb + "b")  # side % 16 == 0
         self.close(3 + len(others))
 
     # -- row reductions
@@ -289,25 +273,20 @@ class KernelWriter(Emitter):
         """Once-per-output work and reduction loops, in order: the body of the pointwise
         loops, or the kernel's (``nests``: the schedule of each top-level loop, which may be
         split among the threads)."""
-        pending: list[AccInit] = []
+        pending: list[Acc] = []
         for it in items:
             if isinstance(it, AccInit):
-                pending.append(it)
-            elif isinstance(it, Loop):
-                accs = [self.accs[a.acc] for a in pending]
-                for acc in accs:
-                    self.declare(acc)
-                nest = next(nests) if nests is not None else None
-                if nest is not None and nest.has(Kind.SPLIT):
-                    self.split_reduction(it, accs)
-                else:
-                    self.reduction_loop(it, accs, exit_)
-                pending = []
-            else:
-                for a in pending:  # a reduction over no loop (squeezed size-1 loops)
-                    self.declare(self.accs[a.acc])
-                pending = []
+                pending.append(self.accs[it.acc])
+                continue
+            for acc in pending:  # before its loop (or none: squeezed size-1 loops)
+                self.declare(acc)
+            if not isinstance(it, Loop):
                 self.instr(it, exit_)
+            elif nests is not None and next(nests).has(Kind.SPLIT):
+                self.split_reduction(it, pending)
+            else:
+                self.reduction_loop(it, pending, exit_)
+            pending = []
 
     def reduction_loop(
         self, top: Loop, accs: list[Acc], exit_: str, lo: str = "0", hi: str = ""
@@ -315,64 +294,54 @@ class KernelWriter(Emitter):
         """Loop ``top`` (with the reduction loops nested in it) updating ``accs``, whose scalar
         state is declared; ``lo``/``hi`` bound the outermost loop."""
         loops = chain(top)
-        bounds = [(lo, hi or self.dim(top.size))] + [("0", self.dim(lp.size)) for lp in loops[1:]]
+        bounds = [(lo, hi or self.index(top.size))] + [("0", "")] * (len(loops) - 1)
         for lp, (start, stop) in zip(loops[:-1], bounds):
-            self.for_(lp.var, stop, start=start)
+            self.loop(lp, start, stop)
         inner_exit = "continue;" if len(loops) > 1 else exit_
-        start, stop = bounds[len(loops) - 1]
+        start, stop = bounds[-1]
         if accs:
-            self.lanes(loops[-1], accs, inner_exit, start, stop)
+            self.lanes(loops[-1], accs, inner_exit, start, stop or self.index(loops[-1].size))
         else:
             self.innermost(loops[-1], inner_exit)
         self.close(len(loops) - 1)
 
     def lanes(self, lp: Loop, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
-        """The innermost reduction loop, the schedule's lanes of elements at a time, one state per lane; the
-        remainder updates the scalar state, which then merges the lanes in order."""
+        """The innermost reduction loop, the schedule's lanes of elements at a time, one state
+        per lane; the remainder updates the scalar state, which then merges the lanes in
+        order."""
         rest = self.hoisted(lp, exit_)
         static = isinstance(lp.size, int) and start == "0"
         lanes = self.schedule.lanes_for([a.kind for a in accs], lp.size if static else None)
         if not lanes or not self.simd_ok(rest, lp.var):
-            self.for_(lp.var, stop, start=start)
-            self.body(rest)
-            self.close()
-            return
-        v, vb, lane = self.names("var", lp.var), self.block(lp.var), "l"
+            return self.serial(lp, rest, start, stop)
+        vb = self.block(lp.var)
         self.open()
         for acc in accs:
             self.declare(acc, "_v", str(lanes))
-            init = " ".join(
-                f"{n}_v[l] = {x};" for n, x in zip(acc.components().values(), acc.init())
-            )
-            self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {{ {init} }}")
-        uniform = [a for a in accs if a.spec.uniform is not None]
+            self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {{ {' '.join(lane_init(acc))} }}")
+        uniform = [a for a in accs if a.kind == "welford"]  # the count: its last component
         for acc in uniform:
-            self.emit(f"{acc.types[-1]} {acc.name}_cnt = 0;  // elements in every lane")
+            t = CTYPE[acc.comps[-1].dtype]
+            self.emit(f"{t} {acc.name}_cnt = 0;  // elements in every lane")
         self.emit(f"int64_t {vb} = {start};")
         self.open(f"for (; {vb} + {lanes} <= {stop}; {vb} += {lanes})")
         for acc in uniform:
-            t = acc.types[-1]
+            t = CTYPE[acc.comps[-1].dtype]
             self.emit(f"{acc.name}_cnt = {acc.name}_cnt + 1;")
             self.emit(f"const {t} {acc.name}_inv = {t}(1) / {acc.name}_cnt;")
-            acc.uniform = (f"{acc.name}_cnt", f"{acc.name}_inv")
+            acc.uniform = f"{acc.name}_inv"
         # the f16 loads of a block of lanes convert as one f16 block (lanes == f16_block)
         self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var)[0], str(lanes))
-        self.emit("#pragma omp simd")
-        self.for_("", str(lanes), name=lane)
-        self.emit(f"const int64_t {v} = {vb} + {lane};")
         for acc in accs:
-            acc.lanes = lane
-        self.body(rest)
+            acc.lanes = "l"
+        self.lane_loop(lp.var, vb, str(lanes), rest)
         for acc in accs:
             acc.lanes = acc.uniform = None
-        self.f16_in.clear()
-        self.close(2)
+        self.close()
         if not (static and isinstance(lp.size, int) and lp.size % lanes == 0):
-            self.for_(lp.var, stop, start=vb)
-            self.body(rest)
-            self.close()
+            self.serial(lp, rest, vb, stop)
         for acc in uniform:
-            count = list(acc.components().values())[-1]
+            count = acc.names[-1]
             self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {count}_v[l] = {acc.name}_cnt;")
         for acc in accs:
             self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {self.merge(acc, '_v[l]')}")
@@ -386,49 +355,42 @@ class KernelWriter(Emitter):
         self.open()
         threads = f"fir_imin(omp_get_max_threads(), {MAX_THREADS})"
         if not isinstance(work, int):
-            threads = f"{self.dim(work)} >= {GRAIN} ? {threads} : 1"
+            threads = f"{self.index(work)} >= {GRAIN} ? {threads} : 1"
         self.emit(f"const int64_t fir_nt = {threads};")
         self.emit("int64_t fir_nused = 1;")
         for acc in accs:
             self.declare(acc, "_t", str(MAX_THREADS))
         self.emit("#pragma omp parallel num_threads(fir_nt)")
         self.open()
-        size = self.dim(top.size)
+        size = self.index(top.size)
         self.emit("const int64_t fir_t = omp_get_thread_num(), fir_nts = omp_get_num_threads();")
         self.emit(f"const int64_t fir_lo = {size} * fir_t / fir_nts;")
         self.emit(f"const int64_t fir_hi = {size} * (fir_t + 1) / fir_nts;")
         for acc in accs:
             self.declare(acc)
         self.reduction_loop(top, accs, "continue;", "fir_lo", "fir_hi")
-        for acc in accs:
-            for name in acc.components().values():
-                self.emit(f"{name}_t[fir_t] = {name};")
+        for name in (n for acc in accs for n in acc.names):
+            self.emit(f"{name}_t[fir_t] = {name};")
         self.emit("if (fir_t == 0) fir_nused = fir_nts;")
         self.close()
         for acc in accs:
-            self.emit(
-                f"for (int64_t fir_t = 0; fir_t < fir_nused; ++fir_t) {self.merge(acc, '_t[fir_t]')}"
-            )
+            merged = self.merge(acc, "_t[fir_t]")
+            self.emit(f"for (int64_t fir_t = 0; fir_t < fir_nused; ++fir_t) {merged}")
         self.close()
 
     # -- column reductions
 
     def column_reduction(self, loops: list[Loop], nest: NestSchedule) -> None:
         """Interchanged (the schedule's column blocks): blocks of ``COLUMN_BLOCK`` outputs, the
-        reduction loops outside, the block inside."""
+        reduction loops outside, the block inside. Values made once per output and read in a
+        later segment live in per-block arrays, as do the accumulators."""
         inner = loops[-1]
         self.parallel(nest.parallel())
         for lp in loops[:-1]:
-            self.for_(lp.var, self.dim(lp.size))
-        xb = self.block(inner.var)
-        self.for_(inner.var, self.dim(inner.size), step=COLUMN_BLOCK, name=xb)
-        size = self.dim(inner.size)
+            self.loop(lp)
+        xb, size = self.block(inner.var), self.index(inner.size)
+        self.for_(inner.var, size, step=COLUMN_BLOCK, name=xb)
         self.emit(f"const int64_t fir_n = fir_imin({COLUMN_BLOCK}, {size} - {xb});")
-        self.column_block(inner)
-        self.close(len(loops))
-
-    def column_block(self, inner: Loop) -> None:
-        # values made once per output and read in a later segment live in per-block arrays
         segments, made, crossing = column_segments(inner)
         for name in sorted(crossing):
             self.emit(f"{CTYPE[self.dtypes[name]]} {self.ref(name)}[{COLUMN_BLOCK}];")
@@ -438,21 +400,20 @@ class KernelWriter(Emitter):
             self.declare(acc, "_v", str(COLUMN_BLOCK))
             acc.lanes = "l"
         for seg in segments:
-            if isinstance(seg[0], Loop):
-                loops = chain(seg[0])
-                for lp in loops:
-                    self.for_(lp.var, self.dim(lp.size))
-                rest = self.hoisted(
-                    Loop(inner.var, inner.size, False, loops[-1].body), "continue;", set(made)
-                )
-                self.block_loop(inner.var, rest)
-                self.close(len(loops))
-            else:
+            if not isinstance(seg[0], Loop):
                 self.block_loop(inner.var, seg)
+                continue
+            chained = chain(seg[0])
+            for lp in chained:
+                self.loop(lp)
+            body = Loop(inner.var, inner.size, False, chained[-1].body)
+            self.block_loop(inner.var, self.hoisted(body, "continue;", made))
+            self.close(len(chained))
         for acc in accs:
             acc.lanes = None
         for name in crossing:
             del self.refs[name]
+        self.close(len(loops))
 
     def block_loop(self, var: str, items: list[Item]) -> None:
         """``for l < fir_n`` over the block of pointwise loop ``var``."""
@@ -463,19 +424,13 @@ class KernelWriter(Emitter):
             self.emit(f"const int64_t {self.names('var', var)} = {self.block(var)} + l;")
         for it in items:
             if isinstance(it, AccInit):
-                acc = self.accs[it.acc]
-                for name, x in zip(acc.components().values(), acc.init()):
-                    self.emit(f"{name}_v[l] = {x};")
+                for line in lane_init(self.accs[it.acc]):
+                    self.emit(line)
             else:
                 self.instr(it, "continue;")  # type: ignore[arg-type]
         self.close()
 
 
-def in_order(loops: list[Loop], order: list[str]) -> list[Loop]:
-    """The pointwise loops as the schedule runs them; the innermost holds the body."""
-    by_var = {lp.var: lp for lp in loops}
-    if [lp.var for lp in loops] == order:
-        return loops
-    out = [Loop(v, by_var[v].size, False) for v in order]
-    out[-1].body = loops[-1].body
-    return out
+def lane_init(acc: Acc) -> list[str]:
+    """The statements that start ``acc``'s state in lane ``l`` of its per-lane arrays."""
+    return [f"{n}_v[l] = {start_value(c)};" for n, c in zip(acc.names, acc.comps)]

@@ -48,10 +48,8 @@ def kernel_symbol(name: str) -> str:
 
 def render_program(plan: ProgramPlan) -> str:
     """The translation unit of every kernel of ``plan``."""
-    parts = [PRELUDE]
-    for k in plan.kernels():
-        parts.append(render_kernel(k, shared_storage(plan, k)))
-    return "\n".join(parts)
+    kernels = [render_kernel(k, shared_storage(plan, k)) for k in plan.kernels()]
+    return "\n".join([PRELUDE, *kernels])
 
 
 def render_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> str:
