@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,11 +40,12 @@ from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan.block_schedule import BlockSchedule
 from fir.backends.plan.program import shared_storage
+from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
 from ..runtime.call_source import DirectLaunch
+from ..runtime.triton_launch import CubinKernel, LaunchError, c_launcher, device_of, stream_getter
 from .helpers import FIR_LAUNCH
-from .launch import CubinKernel, c_launcher
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
 # error codes of integer division by zero: -1 - (the kernel's position in the program)
@@ -93,6 +95,70 @@ def load_module(path: Path) -> Any:
     return module
 
 
+POINTER: dict[DType, str] = {
+    DType.BOOL: "*i1",
+    DType.I8: "*i8",
+    DType.I16: "*i16",
+    DType.I32: "*i32",
+    DType.I64: "*i64",
+    DType.U8: "*u8",
+    DType.F16: "*fp16",
+    DType.BF16: "*bf16",
+    DType.F32: "*fp32",
+    DType.F64: "*fp64",
+}
+
+
+def _entry_params(ptx: str, name: str) -> int:
+    """How many parameters the PTX entry ``name`` takes."""
+    m = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
+    if m is None:
+        raise LaunchError(f"no entry {name} in the PTX")
+    return len(re.findall(r"\.param\b", m.group(1)))
+
+
+def compile_kernel(
+    plan: KernelPlan, cfg: BlockSchedule, fails: bool, fn: Any, arch: int, backend: str = "cuda"
+) -> tuple[Any, list[str]]:
+    """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
+    signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
+    the kernel can fail, an ``i64`` per size symbol, the blocks of ``cfg`` as constants.
+    Returns the compiled kernel and the kind of each of its parameters (``p`` pointer, ``i``
+    int64), Triton's own trailing parameters included."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    names = list(fn.arg_names)
+    pointers = [POINTER[a.dtype] for a in plan.args] + (["*i64"] if fails else [])
+    signature = dict(zip(names, pointers + ["i64"] * len(plan.sizes)))
+    attrs = {(k,): [["tt.divisibility", 16]] for k in range(len(pointers))}
+    kinds = ["p"] * len(pointers) + ["i"] * len(plan.sizes)
+    constants = {n: getattr(cfg, n) for n in names[len(signature) :]}
+    for n in constants:
+        signature[n] = "constexpr"
+    compiled = triton.compile(
+        ASTSource(fn, signature, constexprs=constants, attrs=attrs),
+        target=GPUTarget(backend, arch, 32),
+        options={"num_warps": cfg.num_warps, **FIR_LAUNCH},
+    )
+    if backend != "cuda":
+        return compiled, kinds
+    meta = compiled.metadata
+    for field in ("global_scratch_size", "profile_scratch_size"):
+        if getattr(meta, field, 0):
+            raise LaunchError(f"kernel {plan.name} needs {field} (Triton's launcher)")
+    if getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_pdl", False):
+        raise LaunchError(f"kernel {plan.name} needs a cluster launch (Triton's launcher)")
+    if getattr(meta, "launch_cooperative_grid", False):
+        raise LaunchError(f"kernel {plan.name} needs a cooperative launch")
+    # parameters Triton appends (scratch pointers, NULL when their size is 0)
+    extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
+    if not 0 <= extra <= 2:
+        raise LaunchError(f"kernel {plan.name}: {extra} parameters beyond FIR's arguments")
+    return compiled, kinds + ["p"] * extra
+
+
 class TritonKernels:
     """The launchers of a program's kernels, by name; tensors in, nothing out (errors go to
     the error buffer, read by :meth:`finish`)."""
@@ -131,8 +197,8 @@ class TritonKernels:
         # the device is resolved here, on the compiling thread, where the caller's
         # ``torch.cuda.set_device`` holds: the compile pool's threads start on device 0
         # (rank 1 of a tensor-parallel job loaded its kernels into device 0's context)
-        self.ordinal, self.capability = _device_of(device) if device != "cpu" else (0, (0, 0))
-        self.stream = _stream_getter(self.ordinal)
+        self.ordinal, self.capability = device_of(device) if device != "cpu" else (0, (0, 0))
+        self.stream = stream_getter(self.ordinal)
         self.stream_getter = self.stream
         current = getattr(torch._C, "_cuda_getDevice", None)
         if current is not None:
@@ -162,9 +228,10 @@ class TritonKernels:
             self.not_direct[name] = "FIR_TRITON_LAUNCH=triton"
         else:
             try:
-                self.cubins[name] = CubinKernel(
-                    k, cfg, self.kernel_fails[name], fn, self.ordinal, self.capability
-                )
+                arch = self.capability[0] * 10 + self.capability[1]
+                compiled, kinds = compile_kernel(k, cfg, self.kernel_fails[name], fn, arch)
+                pointers = len(k.args) + self.kernel_fails[name]
+                self.cubins[name] = CubinKernel(name, compiled, kinds, pointers, self.ordinal)
                 return
             except Exception as e:  # noqa: BLE001 - Triton's launcher still works; say why
                 self.not_direct[name] = f"{type(e).__name__}: {e}"
@@ -314,19 +381,3 @@ def build_program(
     autotune: bool = False,
 ) -> TritonKernels:
     return TritonKernels(plan, device, cache, configs, autotune)
-
-
-def _device_of(device: str) -> tuple[int, tuple[int, int]]:
-    """The CUDA ordinal of ``device`` and its compute capability."""
-    index = torch.device(device).index
-    ordinal = torch.cuda.current_device() if index is None else index
-    return ordinal, tuple(torch.cuda.get_device_capability(ordinal))  # type: ignore[return-value]
-
-
-def _stream_getter(ordinal: int) -> Any:
-    """A function giving the handle of device ``ordinal``'s current CUDA stream: torch's raw
-    getter where it has one (a fraction of a microsecond), else the public API."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return lambda: raw(ordinal)
-    return lambda: torch.cuda.current_stream(ordinal).cuda_stream

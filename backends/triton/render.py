@@ -54,7 +54,7 @@ from fir.backends.plan.instructions import (
     LoopEnd,
     Store,
 )
-from fir.backends.plan.lowering import lower
+from fir.backends.plan.lowering import defined, lower
 from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
@@ -99,13 +99,6 @@ class RenderError(FirError):
 
 
 @dataclass
-class _Acc:
-    kind: str
-    dtype: DType  # of the reduced values
-    type: str  # tl type of the value component
-
-
-@dataclass
 class _Writer:
     plan: KernelPlan
     cfg: BlockSchedule
@@ -114,15 +107,15 @@ class _Writer:
     names: dict[tuple[str, str], str] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)
     dims: dict[str, frozenset[int]] = field(default_factory=dict)  # value name -> axes
-    dtypes: dict[str, DType] = field(default_factory=dict)
+    dtypes: dict[str, DType] = field(default_factory=dict)  # value name -> its dtype
     valid: dict[str, str] = field(default_factory=dict)  # indirect symbol -> its check
-    accs: dict[str, _Acc] = field(default_factory=dict)
-    scratch: dict[str, str] = field(default_factory=dict)  # scratch row -> value in registers
+    accs: dict[str, DType] = field(default_factory=dict)  # accumulator -> the reduced dtype
+    # persistent reductions: a scratch row -> the value in registers, and its axes
+    scratch: dict[str, tuple[str, frozenset[int]]] = field(default_factory=dict)
     loaded: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # persistent reductions: an indirect index checked already (source, bound, guard) -> its
     # symbol, so that a later pass reads the same gathered row from registers, unchecked again
     checked: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    dims_of_scratch: dict[str, frozenset[int]] = field(default_factory=dict)
     loop_vars: dict[str, frozenset[int]] = field(default_factory=dict)  # loop var -> axes
     rloops: list[Any] = field(default_factory=list)
     open_r: int = 0  # reduction loops opened so far
@@ -132,7 +125,7 @@ class _Writer:
     div_code: int = -1  # the error code of an integer division by zero in this kernel
     aliased: frozenset[str] = frozenset()  # arguments sharing storage with another argument
     combines: dict[str, str] = field(default_factory=dict)  # name -> @triton.jit source
-    welford: dict[str, tuple[str, str]] = field(default_factory=dict)  # persistent: value, mask
+    welford: dict[str, str] = field(default_factory=dict)  # persistent: acc -> the values
     in_loop: set[str] = field(default_factory=set)  # values defined in the open looped reduction
     out_of_scope: set[str] = field(default_factory=set)  # defined in a closed one
 
@@ -235,6 +228,7 @@ class _Writer:
             not isinstance(a.elements, int) or a.elements >= 2**31 for a in plan.args
         ) or not isinstance(dims_mul((plan.numel, plan.rnumel)), int)
         self.fails = bool(plan.errors) or any(self._divides(i) for i in plan.instrs)
+        self.dtypes = defined(plan.instrs)
         params = [self.name("buffer", a.name) for a in plan.args]
         if self.fails:
             params.append("fir_err")
@@ -365,26 +359,27 @@ class _Writer:
         recognised as the same."""
         self.names[("value", raw)] = text
 
+    def _pointer(self, buffer: str, idx: str, idims: frozenset[int], dims: frozenset[int]) -> str:
+        """``buffer + idx``, broadcast to the axes ``dims`` where the index varies along fewer."""
+        ptr = f"{self.name('buffer', buffer)} + ({idx})"
+        return ptr if idims == dims else f"{ptr} + {self.zeros(dims)}"
+
     def _load(self, i: Load) -> None:
-        self.dtypes[i.dst] = i.dtype
         if i.buffer in self.scratch:  # persistent: the row is in registers
-            self._alias(i.dst, self.scratch[i.buffer])
-            self.dims[i.dst] = self.dims_of_scratch[i.buffer]
+            value, self.dims[i.dst] = self.scratch[i.buffer]
+            self._alias(i.dst, value)
             return
-        idx, dims, checks = self.index(i.index)
-        extra = list(checks)
+        idx, idims, checks = self.index(i.index)
+        dims, extra = idims, list(checks)
         if i.mask is not None:
             dims |= self.dims.get(i.mask, frozenset())
             extra.append(self.name("value", i.mask))
-        idx_dims = self.index(i.index)[1]
-        ptr = f"{self.name('buffer', i.buffer)} + ({idx})"
-        if idx_dims != dims:
-            ptr += f" + {self.zeros(dims)}"
+        ptr = self._pointer(i.buffer, idx, idims, dims)
         mask = self.masks(dims, extra)
         key = (i.buffer, ptr, mask or "")
+        self.dims[i.dst] = dims
         if self.cfg.persistent and key in self.loaded:  # the row is in registers
             self._alias(i.dst, self.loaded[key])
-            self.dims[i.dst] = dims
             return
         dst = self.name("value", i.dst)
         args = ptr
@@ -395,85 +390,68 @@ class _Writer:
         if i.dtype.is_narrow_float:
             value += ".to(tl.float32)"
         self.emit(f"{dst} = {value}")
-        self.dims[i.dst] = dims
         self.loaded[key] = dst
 
     def _store(self, i: Store) -> None:
         value, vdims = self.operand(i.value, i.dtype)
         if any(sc.name == i.buffer for sc in self.plan.scratch):
-            self.scratch[i.buffer] = value
-            self.dims_of_scratch[i.buffer] = vdims
+            self.scratch[i.buffer] = (value, vdims)
             return
         idx, idims, checks = self.index(i.index)
         dims = idims | vdims
-        ptr = f"{self.name('buffer', i.buffer)} + ({idx})"
-        if idims != dims:
-            ptr += f" + {self.zeros(dims)}"
-        if i.dtype.is_narrow_float or i.dtype.is_bool or isinstance(i.value, Literal):
-            value = (
-                f"({value}).to({TL[i.dtype]})"
-                if not isinstance(i.value, Literal)
-                else (f"tl.full([], {scalar(i.value, i.dtype)}, {TL[i.dtype]})")
-            )
+        if isinstance(i.value, Literal):
+            value = f"tl.full([], {scalar(i.value, i.dtype)}, {TL[i.dtype]})"
+        elif i.dtype.is_narrow_float or i.dtype.is_bool:
+            value = f"({value}).to({TL[i.dtype]})"
         mask = self.masks(dims, checks)
+        ptr = self._pointer(i.buffer, idx, idims, dims)
         self.emit(f"tl.store({ptr}, {value}{', mask=' + mask if mask else ''})")
         # a load of this buffer (or of one sharing its storage) may see the store
         hit = {i.buffer} | (set(self.aliased) if i.buffer in self.aliased else set())
         self.loaded = {k: v for k, v in self.loaded.items() if k[0] not in hit}
 
     def _constant(self, i: Constant) -> None:
-        dst = self.name("value", i.dst)
-        self.dtypes[i.dst] = i.dtype
         self.dims[i.dst] = frozenset()
-        self.emit(
-            f"{dst} = tl.full([], {scalar(i.value, i.dtype, exact=True)}, {compute_type(i.dtype)})"
-        )
+        value = _full_scalar(scalar(i.value, i.dtype, exact=True), i.dtype)
+        self.emit(f"{self.name('value', i.dst)} = {value}")
 
     def _indexvalue(self, i: IndexValue) -> None:
         dst = self.name("value", i.dst)
         idx, dims, _ = self.index(i.index)
-        self.dtypes[i.dst] = i.dtype
         self.dims[i.dst] = dims
-        if not dims:
-            self.emit(f"{dst} = tl.full([], {idx}, {compute_type(i.dtype)})")
-        else:
-            self.emit(f"{dst} = ({idx}).to({compute_type(i.dtype)})")
+        value = f"({idx}).to({compute_type(i.dtype)})" if dims else _full_scalar(idx, i.dtype)
+        self.emit(f"{dst} = {value}")
 
     def _checkindex(self, i: CheckIndex) -> None:
         src, dims = self.operand(i.src, DType.I64)
-        guard_text = self.operand(i.mask, DType.BOOL)[0] if i.mask is not None else ""
-        key = (src, self._dim(i.bound), guard_text)
+        guard, gdims = (
+            self.operand(i.mask, DType.BOOL) if i.mask is not None else ("", dims & set())
+        )
+        key = (src, self._dim(i.bound), guard)
         done = self.checked.get(key) if self.cfg.persistent else None
         if done is not None:  # checked by an earlier pass over the same row
             self._alias(i.symbol, self.name("value", done))
             self.dims[i.symbol] = self.dims[done]
-            self.dtypes[i.symbol] = DType.I64
             self.valid[i.symbol] = self.valid[done]
             return
         self.checked[key] = i.symbol
         sym = self.name("value", i.symbol)
-        if i.proven:
-            self.emit(f"{sym} = ({src}).to(tl.int64)")
-            self.dims[i.symbol] = dims
-            self.dtypes[i.symbol] = DType.I64
-            self.valid[i.symbol] = ""
-            return
-        ok = self.temp("ok")
         self.emit(f"{sym} = ({src}).to(tl.int64)")
-        self.emit(f"{ok} = ({sym} >= 0) & ({sym} < {self._dim(i.bound)})")
-        if i.mask is not None:  # checked where its loads read; 0 (read by none of them) elsewhere
-            guard, gdims = self.operand(i.mask, DType.BOOL)
-            dims = dims | gdims
-            self.emit(f"{ok} = {ok} & ({guard})")
-            bad = self.masks(dims, [f"(({guard}) & ({ok} == 0))"])
-        else:
-            bad = self.masks(dims, [f"({ok} == 0)"])
-        z = self.zeros(dims)
-        self.emit(f"tl.store(fir_err + {z}, tl.full([], {i.code}, tl.int64), mask={bad})")
-        self.emit(f"tl.store(fir_err + 1 + {z}, {sym}, mask={bad})")
-        self.emit(f"{sym} = tl.where({ok}, {sym}, 0)")
+        ok = "" if i.proven else self.temp("ok")  # "": proven in range, nothing to check
+        if ok:
+            self.emit(f"{ok} = ({sym} >= 0) & ({sym} < {self._dim(i.bound)})")
+            # with a guard, checked where its loads read; 0 (read by none of them) elsewhere
+            bad = f"({ok} == 0)"
+            if guard:
+                dims = dims | gdims
+                self.emit(f"{ok} = {ok} & ({guard})")
+                bad = f"(({guard}) & {bad})"
+            bad = self.masks(dims, [bad])
+            z = self.zeros(dims)
+            self.emit(f"tl.store(fir_err + {z}, tl.full([], {i.code}, tl.int64), mask={bad})")
+            self.emit(f"tl.store(fir_err + 1 + {z}, {sym}, mask={bad})")
+            self.emit(f"{sym} = tl.where({ok}, {sym}, 0)")
         self.dims[i.symbol] = dims
-        self.dtypes[i.symbol] = DType.I64
         self.valid[i.symbol] = ok
 
     def _compute(self, i: Compute) -> None:
@@ -490,7 +468,6 @@ class _Writer:
             t, d = self.operand(a, want)
             texts.append(t)
             dims |= d
-        self.dtypes[i.dst] = i.dtype
         self.dims[i.dst] = dims
         if i.op == "cast":
             if isinstance(i.args[0], Literal):
@@ -499,10 +476,7 @@ class _Writer:
                 value = i.args[0].value
                 assert value is not None  # an inlined constant: never none (cast_scalar rejects it)
                 folded = Literal(cast_scalar(value, i.dtype))  # the cast's own rule
-                self.emit(
-                    f"{dst} = tl.full([], {scalar(folded, i.dtype, exact=True)}, "
-                    f"{compute_type(i.dtype)})"
-                )
+                self.emit(f"{dst} = {_full_scalar(scalar(folded, i.dtype, exact=True), i.dtype)}")
             else:
                 self.emit(f"{dst} = {cast_expr(texts[0], operand_dtype, i.dtype)}")
             return
@@ -521,12 +495,9 @@ class _Writer:
             scale = _exact_reciprocal(i.args[1])
             if scale is not None:  # x / 2^k is x * 2^-k exactly; tl.div_rn is ~10 instructions
                 expr = f"{texts[0]} * {scale!r}"
-        if i.op not in _COMPARE and not i.dtype.is_bool and not dims:
-            expr = (
-                f"tl.full([], {expr}, {compute_type(i.dtype)})"
-                if all(isinstance(a, Literal) for a in i.args)
-                else expr
-            )
+        constant = all(isinstance(a, Literal) for a in i.args)
+        if constant and i.op not in _COMPARE and not i.dtype.is_bool:
+            expr = _full_scalar(expr, i.dtype)
         self.emit(f"{dst} = {expr}")
 
     # -- accumulators
@@ -537,12 +508,11 @@ class _Writer:
     def _accinit(self, i: AccInit) -> None:
         a = i.acc
         t = accumulator_type(i.kind, i.dtype)
-        self.accs[a] = _Acc(i.kind, i.dtype, t)
-        if i.kind == "welford" and self.cfg.persistent:
-            return  # the row is in registers: two passes over it at the result
+        self.accs[a] = i.dtype
         if i.kind == "welford":
-            for part in ("mean", "m2", "n"):
-                self.emit(f"{a}_{part} = {self._full('0.0', t)}")
+            if not self.cfg.persistent:  # else the row is in registers: two passes at the result
+                for part in ("mean", "m2", "n"):
+                    self.emit(f"{a}_{part} = {self._full('0.0', t)}")
             return
         self.emit(f"{a} = {self._full(identity(i.kind, i.dtype), t)}")
         if i.kind in ("argmax", "argmin"):
@@ -550,10 +520,9 @@ class _Writer:
 
     def _accumulate(self, i: Accumulate) -> None:
         a = i.acc
-        acc = self.accs[a]
         v, _ = self.operand(i.value, i.dtype)
         m = "xmask & rmask"
-        t = acc.type
+        t = accumulator_type(i.kind, i.dtype)
         if i.kind == "sum":
             self.emit(f"{a} = {a} + tl.where({m}, {v}, 0).to({t})")
         elif i.kind == "prod":
@@ -571,14 +540,13 @@ class _Writer:
             )
             self.emit(f"{a} = tl.where({take}, {v}, {a})")
             self.emit(f"{a}_i = tl.where({take}, {ri}, {a}_i)")
-        elif i.kind == "welford" and self.cfg.persistent:
-            x = self.temp("x")
-            self.emit(f"{x} = ({v}).to({t})")
-            self.welford[a] = (x, m)
         elif i.kind == "welford":
             x = self.temp("x")
-            d = self.temp("d")
             self.emit(f"{x} = ({v}).to({t})")
+            if self.cfg.persistent:  # the row at once at the result
+                self.welford[a] = x
+                return
+            d = self.temp("d")
             self.emit(f"{a}_n = {a}_n + tl.where({m}, 1.0, 0.0).to({t})")
             self.emit(f"{d} = {x} - {a}_mean")
             self.emit(
@@ -588,58 +556,55 @@ class _Writer:
         else:
             raise ValueError(f"kernel {self.plan.name}: unknown reduction kind '{i.kind}'")
 
-    def combine(self, acc: _Acc) -> str:
-        """The name of the function ``tl.reduce`` merges ``acc``'s states with, written
-        before the kernel (:func:`.ops.combine_source`), once per kind and dtype."""
-        name = f"{jit_name(self.plan.name)}_{acc.kind}_{acc.dtype.value}"
+    def combine(self, kind: str, dtype: DType) -> str:
+        """The name of the function ``tl.reduce`` merges the states of a ``kind`` reduction
+        over ``dtype`` values with, written before the kernel (:func:`.ops.combine_source`),
+        once per kind and dtype."""
+        name = f"{jit_name(self.plan.name)}_{kind}_{dtype.value}"
         if name not in self.combines:
-            self.combines[name] = combine_source(name, acc.kind, acc.dtype)
+            self.combines[name] = combine_source(name, kind, dtype)
         return name
 
     def _accresult(self, i: AccResult) -> None:
-        a = i.acc
-        acc = self.accs[a]
+        a, kind = i.acc, i.kind
+        dtype = self.accs[a]
+        t = accumulator_type(kind, dtype)
         dsts = [self.name("value", d) for d in i.dsts]
-        for d, dt in zip(i.dsts, i.dtypes):
+        for d in i.dsts:
             self.dims[d] = frozenset({self.xaxis})
-            self.dtypes[d] = dt
-        kind = i.kind
+        reduced = f"{self.raxis}, keep_dims=True"
         if kind == "sum":
-            self.emit(f"{dsts[0]} = tl.sum({a}, {self.raxis}, keep_dims=True)")
+            self.emit(f"{dsts[0]} = tl.sum({a}, {reduced})")
         elif kind == "any":
-            self.emit(f"{dsts[0]} = tl.max({a}.to(tl.int8), {self.raxis}, keep_dims=True) != 0")
+            self.emit(f"{dsts[0]} = tl.max({a}.to(tl.int8), {reduced}) != 0")
         elif kind in ("prod", "max", "min"):
             self.emit(
-                f"{dsts[0]} = tl.reduce({a}, {self.raxis}, {self.combine(acc)}, keep_dims=True)"
+                f"{dsts[0]} = tl.reduce({a}, {self.raxis}, {self.combine(kind, dtype)}, keep_dims=True)"
             )
         elif kind in ("argmax", "argmin"):
             self.emit(
-                f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), {self.raxis}, {self.combine(acc)}, "
-                "keep_dims=True)"
+                f"_, {dsts[0]} = tl.reduce(({a}, {a}_i), {self.raxis}, {self.combine(kind, dtype)}, keep_dims=True)"
             )
         elif kind == "welford" and a in self.welford:
             # the whole row at once: the mean, then the squared deviations from it (as exact
             # as Welford's update, and no division per element)
-            x, m = self.welford[a]
+            x, m = self.welford[a], "xmask & rmask"
             mean, m2, n = dsts
+            self.emit(f"{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({t}), {reduced})")
             self.emit(
-                f"{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({acc.type}), {self.raxis}, keep_dims=True)"
-            )
-            self.emit(
-                f"{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {self.raxis}, keep_dims=True), "
-                f"tl.maximum({n}, 1.0))"
+                f"{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {reduced}), tl.maximum({n}, 1.0))"
             )
             dev = self.temp("dev")
             self.emit(f"{dev} = tl.where({m}, {x} - {mean}, 0.0)")
-            self.emit(f"{m2} = tl.sum({dev} * {dev}, {self.raxis}, keep_dims=True)")
+            self.emit(f"{m2} = tl.sum({dev} * {dev}, {reduced})")
         elif kind == "welford":
             self.emit(
                 f"{', '.join(dsts)} = tl.reduce(({a}_mean, {a}_m2, {a}_n), {self.raxis}, "
-                f"{self.combine(acc)}, keep_dims=True)"
+                f"{self.combine(kind, dtype)}, keep_dims=True)"
             )
         for d, dt in zip(dsts, i.dtypes):
             want = compute_type(dt)
-            if kind in ("argmax", "argmin") or want == acc.type or dt.is_bool:
+            if kind in ("argmax", "argmin") or want == t or dt.is_bool:
                 continue
             self.emit(f"{d} = {d}.to({want})")
 
@@ -658,6 +623,11 @@ def render_kernel(
     w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
     source = w.write()
     return source, cfg, w.fails
+
+
+def _full_scalar(value: str, dtype: DType) -> str:
+    """A tensor of no axes holding ``value``, in ``dtype``'s compute type."""
+    return f"tl.full([], {value}, {compute_type(dtype)})"
 
 
 def _exact_reciprocal(divisor: Any) -> float | None:

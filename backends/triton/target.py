@@ -1,6 +1,6 @@
 """Compile a program's Triton kernels for a GPU target without a GPU: ``triton.compile`` down to
 the target's binary (``cubin`` for CUDA), with the signature the driver launch uses
-(:func:`.launch.compile_kernel`), so that a kernel that would not compile, or that takes
+(:func:`.build.compile_kernel`), so that a kernel that would not compile, or that takes
 parameters the launch does not expect, fails on a machine with no GPU (CI).
 """
 
@@ -10,8 +10,7 @@ import time
 
 from fir.backends.plan import ProgramPlan
 
-from .build import load_module, module_path
-from .launch import compile_kernel
+from .build import compile_kernel, load_module, module_path
 from .render import jit_name, render_program
 
 

@@ -613,7 +613,7 @@ def test_the_generated_call_launches_kernels_itself_where_the_kernels_allow() ->
 
 @pytest.mark.skipif(not GPU, reason="PyTorch's C launcher runs on a GPU")
 def test_a_program_on_a_gpu_launches_through_pytorchs_c_launcher() -> None:
-    from fir.backends.triton.launch import c_launcher
+    from fir.backends.runtime.triton_launch import c_launcher
 
     if c_launcher() is None:
         pytest.skip("this torch has no C launcher of loaded kernels")
@@ -647,7 +647,7 @@ def test_a_constant_tensor_lives_on_the_programs_device() -> None:
 
 
 class _FakeCuda:
-    """The CUDA driver entry points :class:`~fir.backends.triton.launch._Driver` calls, faked:
+    """The CUDA driver entry points :class:`~fir.backends.runtime.triton_launch._Driver` calls, faked:
     device N's primary context is the handle 1000 + N, device 0's is current at first, and a
     kernel (its handle that of its context, here) launches only where its context is current."""
 
@@ -693,7 +693,7 @@ def test_modules_load_into_the_context_of_their_device() -> None:
     faked: no GPU here."""
     import threading
 
-    from fir.backends.triton.launch import _Driver
+    from fir.backends.runtime.triton_launch import _Driver
 
     d = object.__new__(_Driver)
     d.lib = _FakeCuda()  # type: ignore[assignment]
@@ -721,11 +721,15 @@ def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.Monk
         return (1 if threading.get_ident() == main else 0), (9, 0)
 
     class FakeCubin:
-        def __init__(self, plan: object, cfg: object, fails: bool, fn: object, ordinal: int,
-                     capability: tuple[int, int]) -> None:  # fmt: skip
-            loaded.append((plan.name, ordinal))  # type: ignore[attr-defined]
+        def __init__(self, name: str, compiled: object, kinds: list[str], pointers: int,
+                     ordinal: int) -> None:  # fmt: skip
+            loaded.append((name, ordinal))
 
-    monkeypatch.setattr(build, "_device_of", device_of)
+    def compile_kernel(*args: object) -> tuple[None, list[str]]:
+        return None, []
+
+    monkeypatch.setattr(build, "device_of", device_of)
+    monkeypatch.setattr(build, "compile_kernel", compile_kernel)
     monkeypatch.setattr(build, "CubinKernel", FakeCubin)
     text = "func @f(%x: f32[8, 16]) -> (f32[8], f32[16]) {\n"
     text += "  %r = sum %x {dims = [1]} : f32[8]\n  %c = sum %x {dims = [0]} : f32[16]\n"
@@ -743,7 +747,7 @@ def test_a_launch_from_another_devices_thread_runs_in_the_kernels_context() -> N
     and the thread gets device 0's back. Faked driver: no GPU here."""
     import threading
 
-    from fir.backends.triton.launch import CubinKernel, _Driver
+    from fir.backends.runtime.triton_launch import CubinKernel, _Driver
 
     d = object.__new__(_Driver)
     fake = _FakeCuda()

@@ -1,35 +1,28 @@
-"""Compile a kernel with ``triton.compile`` and launch its cubin through the CUDA driver.
+"""Launch compiled Triton kernels (cubins) through the CUDA driver: the Triton back end's runtime.
 
 Triton's own path (``kernel[grid](...)``) binds and specialises the arguments in Python at
 every launch, and on some versions (3.6) builds a C launcher per kernel signature with the host
 compiler at the first launch (about 0.3 s, and Triton's driver module another 0.3 s). FIR knows
-every argument's kind from the plan, so it compiles each kernel once, ahead of the first call
-(:meth:`CubinKernel.compile`, thread-safe: the program's kernels compile on a pool), loads the
-cubin with ``cuModuleLoadData`` and launches it with ``cuLaunchKernel`` through ``ctypes``,
-the arguments written into preallocated parameter slots.
+every argument's kind from the plan, so the back end compiles each kernel once, ahead of the
+first call (:func:`fir.backends.triton.build.compile_kernel`, thread-safe: the program's kernels
+compile on a pool); :class:`CubinKernel` loads the cubin with ``cuModuleLoadData`` and launches
+it with ``cuLaunchKernel`` through ``ctypes``, the arguments written into preallocated
+parameter slots, or hands PyTorch's C++ launcher (:func:`c_launcher`) what it needs.
 
-Specialisation: pointers are compiled as 16-byte aligned (``tt.divisibility``), which lets
-Triton vectorise loads and stores; a call whose pointers are not aligned (a view with an odd
-offset) goes through Triton's launcher instead, as does everything on a machine where this path
-cannot be set up (no ``libcuda``, a Triton whose kernels take parameters this module does not
-know). Sizes are never specialised, so a kernel with symbolic sizes compiles once for all.
+A call whose pointers are not 16-byte aligned (the kernels are compiled for aligned ones) goes
+through Triton's launcher instead, as does everything on a machine where this path cannot be
+set up (no ``libcuda``, a Triton whose kernels take parameters the back end does not know).
 """
 
 from __future__ import annotations
 
 import ctypes
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import torch
-from fir.backends.plan import KernelPlan
-from fir.backends.plan.block_schedule import BlockSchedule
-from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
-
-from .helpers import FIR_LAUNCH
 
 _FUNC_SHARED_SIZE_BYTES = 1
 _FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -37,19 +30,6 @@ _DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 _DEFAULT_SHARED_LIMIT = 49152  # bytes a kernel may use without opting in
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _CUDA_ERROR_INVALID_HANDLE = 400
-
-POINTER: dict[DType, str] = {
-    DType.BOOL: "*i1",
-    DType.I8: "*i8",
-    DType.I16: "*i16",
-    DType.I32: "*i32",
-    DType.I64: "*i64",
-    DType.U8: "*u8",
-    DType.F16: "*fp16",
-    DType.BF16: "*bf16",
-    DType.F32: "*fp32",
-    DType.F64: "*fp64",
-}
 
 
 class LaunchError(FirError):
@@ -166,85 +146,20 @@ _c_launcher_checked = False
 _c_launcher_lock = threading.Lock()
 
 
-def _entry_params(ptx: str, name: str) -> int:
-    """How many parameters the PTX entry ``name`` takes."""
-    m = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
-    if m is None:
-        raise LaunchError(f"no entry {name} in the PTX")
-    return len(re.findall(r"\.param\b", m.group(1)))
-
-
-def compile_kernel(
-    plan: KernelPlan, cfg: BlockSchedule, fails: bool, fn: Any, arch: int, backend: str = "cuda"
-) -> tuple[Any, list[str]]:
-    """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
-    signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
-    the kernel can fail, an ``i64`` per size symbol, the blocks of ``cfg`` as constants.
-    Returns the compiled kernel and the kind of each of its parameters (``p`` pointer, ``i``
-    int64), Triton's own trailing parameters included."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    names = list(fn.arg_names)
-    signature: dict[str, str] = {}
-    attrs: dict[tuple[int, ...], list[list[Any]]] = {}
-    kinds: list[str] = []
-    for a in plan.args:
-        attrs[(len(signature),)] = [["tt.divisibility", 16]]
-        signature[names[len(signature)]] = POINTER[a.dtype]
-        kinds.append("p")
-    if fails:
-        attrs[(len(signature),)] = [["tt.divisibility", 16]]
-        signature[names[len(signature)]] = "*i64"
-        kinds.append("p")
-    for _ in plan.sizes:
-        signature[names[len(signature)]] = "i64"
-        kinds.append("i")
-    constants = {n: getattr(cfg, n) for n in names[len(signature) :]}
-    for n in constants:
-        signature[n] = "constexpr"
-    compiled = triton.compile(
-        ASTSource(fn, signature, constexprs=constants, attrs=attrs),
-        target=GPUTarget(backend, arch, 32),
-        options={"num_warps": cfg.num_warps, **FIR_LAUNCH},
-    )
-    if backend != "cuda":
-        return compiled, kinds
-    meta = compiled.metadata
-    for field in ("global_scratch_size", "profile_scratch_size"):
-        if getattr(meta, field, 0):
-            raise LaunchError(f"kernel {plan.name} needs {field} (Triton's launcher)")
-    if getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_pdl", False):
-        raise LaunchError(f"kernel {plan.name} needs a cluster launch (Triton's launcher)")
-    if getattr(meta, "launch_cooperative_grid", False):
-        raise LaunchError(f"kernel {plan.name} needs a cooperative launch")
-    # parameters Triton appends (scratch pointers, NULL when their size is 0)
-    extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
-    if not 0 <= extra <= 2:
-        raise LaunchError(f"kernel {plan.name}: {extra} parameters beyond FIR's arguments")
-    return compiled, kinds + ["p"] * extra
-
-
 class CubinKernel:
     """One compiled kernel, loaded into the device's context: ``launch(pointers, sizes, grid,
     stream)``."""
 
     def __init__(
-        self,
-        plan: KernelPlan,
-        cfg: BlockSchedule,
-        fails: bool,
-        fn: Any,
-        ordinal: int,
-        capability: tuple[int, int],
+        self, name: str, compiled: Any, kinds: list[str], pointers: int, ordinal: int
     ) -> None:
-        compiled, kinds = compile_kernel(plan, cfg, fails, fn, capability[0] * 10 + capability[1])
+        """``compiled``: what ``triton.compile`` gave for the kernel; ``kinds``: the kind of each
+        of its parameters (``p`` pointer, ``i`` int64), of which the first ``pointers`` are the
+        buffers'."""
         meta = compiled.metadata
-        name = meta.name
-        self.name = plan.name
+        self.name = name
         self.kinds = kinds
-        self.pointers = len(plan.args) + (1 if fails else 0)
+        self.pointers = pointers
         self.block = 32 * meta.num_warps
         self.shared = int(meta.shared)
         self.slots = [ctypes.c_uint64(0) if k == "p" else ctypes.c_int64(0) for k in kinds]
@@ -258,7 +173,7 @@ class CubinKernel:
         d.check(d.lib.cuModuleLoadData(ctypes.byref(module), self.cubin), "cuModuleLoadData")
         function = ctypes.c_void_p()
         d.check(
-            d.lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode()),
+            d.lib.cuModuleGetFunction(ctypes.byref(function), module, meta.name.encode()),
             "cuModuleGetFunction",
         )
         if self.shared > _DEFAULT_SHARED_LIMIT:
@@ -355,3 +270,19 @@ class CubinKernel:
             self.params,
             None,
         )
+
+
+def device_of(device: str) -> tuple[int, tuple[int, int]]:
+    """The CUDA ordinal of ``device`` and its compute capability."""
+    index = torch.device(device).index
+    ordinal = torch.cuda.current_device() if index is None else index
+    return ordinal, tuple(torch.cuda.get_device_capability(ordinal))  # type: ignore[return-value]
+
+
+def stream_getter(ordinal: int) -> Any:
+    """A function giving the handle of device ``ordinal``'s current CUDA stream: torch's raw
+    getter where it has one (a fraction of a microsecond), else the public API."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda: raw(ordinal)
+    return lambda: torch.cuda.current_stream(ordinal).cuda_stream
