@@ -100,3 +100,8 @@ DTYPES_BY_NAME: dict[str, DType] = {dt.value: dt for dt in DType}
 
 def parse_dtype(name: str) -> DType | None:
     return DTYPES_BY_NAME.get(name)
+
+
+def torch_name(dtype: DType) -> str:
+    """``dtype``'s name in torch (``float32``, ``bfloat16``, ``bool``), without importing it."""
+    return _TORCH_NAME[dtype]

@@ -15,13 +15,8 @@ depends on the sizes' values).
 With ``autotune`` (:mod:`.tune`) each kernel's first launch times a few configurations around
 the chosen one on the call's own tensors and keeps the fastest, cached on disk by the kernel.
 
-Errors: a kernel that can fail (a checked indirect index, an integer division) takes the
-program's error buffer, two int64 on the device: the failing code and the index. The runtime
-reads it after a call (:meth:`TritonKernels.finish`) when any kernel of the program can fail,
-and raises; the buffer is cleared, so the process and the device stay usable (a device assert,
-by contrast, would end the CUDA context). On a GPU the read is deferred to the next call (or
-``CompiledProgram.synchronize()``), as CUDA's own errors are, so that no call waits for the
-GPU; ``FIR_TRITON_CHECKS=sync`` reads it after every call.
+Launches, and the error buffer kernels report failures in, are the runtime's
+(:class:`fir.backends.runtime.triton_launch.KernelLaunches`).
 """
 
 from __future__ import annotations
@@ -33,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from fir.backends.cache import Cache, cache_key
@@ -43,13 +38,9 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
-from ..runtime.call_source import DirectLaunch
-from ..runtime.triton_launch import CubinKernel, LaunchError, c_launcher, device_of, stream_getter
+from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
 from .helpers import FIR_LAUNCH
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
-
-# error codes of integer division by zero: -1 - (the kernel's position in the program)
-DIVISION_BASE = -1
 
 
 class TritonBuildError(FirError):
@@ -95,18 +86,12 @@ def load_module(path: Path) -> Any:
     return module
 
 
-POINTER: dict[DType, str] = {
-    DType.BOOL: "*i1",
-    DType.I8: "*i8",
-    DType.I16: "*i16",
-    DType.I32: "*i32",
-    DType.I64: "*i64",
-    DType.U8: "*u8",
-    DType.F16: "*fp16",
-    DType.BF16: "*bf16",
-    DType.F32: "*fp32",
-    DType.F64: "*fp64",
-}
+def pointer_type(dtype: DType) -> str:
+    """The signature type of a pointer to ``dtype`` elements (``*fp32``, ``*i64``, ``*u8``)."""
+    if dtype.is_bool or dtype is DType.BF16:
+        return "*i1" if dtype.is_bool else "*bf16"
+    kind = "fp" if dtype.is_float else ("i" if dtype.is_signed else "u")
+    return f"*{kind}{8 * dtype.itemsize}"
 
 
 def _entry_params(ptx: str, name: str) -> int:
@@ -130,7 +115,7 @@ def compile_kernel(
     from triton.compiler import ASTSource
 
     names = list(fn.arg_names)
-    pointers = [POINTER[a.dtype] for a in plan.args] + (["*i64"] if fails else [])
+    pointers = [pointer_type(a.dtype) for a in plan.args] + (["*i64"] if fails else [])
     signature = dict(zip(names, pointers + ["i64"] * len(plan.sizes)))
     attrs = {(k,): [["tt.divisibility", 16]] for k in range(len(pointers))}
     kinds = ["p"] * len(pointers) + ["i"] * len(plan.sizes)
@@ -159,11 +144,9 @@ def compile_kernel(
     return compiled, kinds + ["p"] * extra
 
 
-class TritonKernels:
-    """The launchers of a program's kernels, by name; tensors in, nothing out (errors go to
-    the error buffer, read by :meth:`finish`)."""
-
-    takes_tensors = True
+class TritonKernels(KernelLaunches):
+    """A program's kernels, rendered, loaded and compiled: what :class:`KernelLaunches` launches
+    by name, and the configuration of each (which tuning may change, :meth:`use`)."""
 
     def __init__(
         self,
@@ -180,29 +163,10 @@ class TritonKernels:
         self.configs: dict[str, BlockSchedule] = {name: c for name, (c, _) in rendered.items()}
         self.path = module_path(source, cache)
         self.module = load_module(self.path)
+        super().__init__(device, list(rendered), {name: f for name, (_, f) in rendered.items()})
         self.launchers = {name: getattr(self.module, f"launch_{name}") for name in rendered}
         self.grids = {name: getattr(self.module, f"grid_{name}") for name in rendered}
-        self.order = list(rendered)
-        self.kernel_fails = {name: f for name, (_, f) in rendered.items()}
-        self.fails = any(self.kernel_fails.values())
-        self.device = device
-        # made at the first call: torch.compile compiles under fake tensors
-        self.err: torch.Tensor | None = None
-        self.err_host: torch.Tensor | None = None  # pinned, for deferred checks
-        self.pending: Any = None  # the event after the last call's copy of the buffer
-        # kernels launched through the CUDA driver (:mod:`.launch`), and why the others are not
-        self.cubins: dict[str, CubinKernel] = {}
-        self.not_direct: dict[str, str] = {}
-        self.static_grids: dict[str, tuple[int, int, int]] = {}  # kernels without size symbols
-        # the device is resolved here, on the compiling thread, where the caller's
-        # ``torch.cuda.set_device`` holds: the compile pool's threads start on device 0
-        # (rank 1 of a tensor-parallel job loaded its kernels into device 0's context)
-        self.ordinal, self.capability = device_of(device) if device != "cpu" else (0, (0, 0))
-        self.stream = stream_getter(self.ordinal)
-        self.stream_getter = self.stream
-        current = getattr(torch._C, "_cuda_getDevice", None)
-        if current is not None:
-            self.device_getter = current  # type: ignore[method-assign]  # torch's, unwrapped
+        self.not_direct: dict[str, str] = {}  # why a kernel is not launched through the driver
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
         if device != "cpu" and not autotune:
@@ -210,8 +174,9 @@ class TritonKernels:
 
     def warm_up(self) -> None:
         """Compile every kernel, in parallel, before the first call: for the driver launch
-        (:mod:`.launch`) where it applies, else through Triton's launcher (where only a
-        kernel with static sizes can be compiled ahead: its specialisation is then known)."""
+        (:class:`~fir.backends.runtime.triton_launch.CubinKernel`) where it applies, else
+        through Triton's launcher (where only a kernel with static sizes can be compiled ahead:
+        its specialisation is then known)."""
         kernels = self.plan.kernels()
         if len(kernels) <= 1:
             for k in kernels:
@@ -270,114 +235,15 @@ class TritonKernels:
         if direct and self.device != "cpu" and name not in self.cubins:
             self._compile(self.plan.kernels()[self.order.index(name)])
 
-    def names(self) -> list[str]:
-        return list(self.launchers)
-
-    # -- launches the generated call makes itself (:mod:`fir.backends.runtime.call_source`)
-
-    def direct_launch(self, name: str, sizes: Sequence[int]) -> DirectLaunch | None:
-        """How the generated call launches kernel ``name`` at ``sizes`` without this
-        object's :meth:`call`: through PyTorch's C++ launcher, with the handle, grid and block
-        worked out here once. Measured on an H200's host, a call of a program of one
-        kernel took 15.5 us through :meth:`call` (its lookups, the lock and ``ctypes``'s
-        argument conversion) and 8.9 through this path; GPT-2's training step (578 launches)
-        went from 19.4 to 19.0 ms on a host-bound loan. None where the kernel
-        is not loaded through the driver, still has to be tuned, or the launcher is missing
-        (torch before 2.8, a ROCm build) or turned off (``FIR_TRITON_LAUNCH``)."""
-        if os.environ.get("FIR_TRITON_LAUNCH") in ("triton", "driver") or name in self.untuned:
-            return None
-        kernel = self.cubins.get(name)
-        launch = c_launcher() if kernel is not None else None
-        if kernel is None or launch is None or not kernel.handle:
-            return None
-        grid = self.grids[name](tuple(sizes))
-        return DirectLaunch(
-            launch=launch,
-            handle=kernel.handle,
-            grid=tuple(int(g) for g in grid),  # type: ignore[arg-type]
-            warps=kernel.block // 32,
-            shared=kernel.shared,
-            types=kernel.arg_types,
-            fails=self.kernel_fails[name],
-            trailing=len(kernel.kinds) - kernel.pointers - len(sizes),
-        )
-
-    def device_getter(self) -> int:
-        return torch.cuda.current_device()
-
-    def error_pointer(self) -> int:
-        """The address of the error buffer, made at the first call that needs it."""
-        if self.err is None:
-            self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
-        return self.err.data_ptr()
-
     def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
-        if self.err is None and self.fails:
-            self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
-        if name in self.untuned:
+        if name in self.untuned:  # its first launch picks its configuration
             from .tune import tune
 
+            if self.err is None and self.fails:  # the trials take a copy of it
+                self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
             self.untuned.discard(name)
             self.use(name, tune(self, name, args, sizes))
-        direct = self.cubins.get(name)
-        if direct is not None:
-            grid = None if sizes else self.static_grids.get(name)
-            if grid is None:
-                grid = self.grids[name](sizes)
-                if not sizes:  # the same at every call
-                    self.static_grids[name] = grid
-            if not grid[0] * grid[1] * grid[2]:
-                return 0, 0
-            pointers = [*args, self.err] if self.kernel_fails[name] else args
-            if direct.launch(pointers, sizes, grid, self.stream()):
-                return 0, 0
-            # a pointer that is not 16-byte aligned: Triton's launcher below
-        if self.device == "cpu":  # the interpreter
-            self.launchers[name](args, sizes, self.err)
-        else:  # Triton's launcher loads and launches on the current device: make it this one
-            with torch.cuda.device(self.ordinal):
-                self.launchers[name](args, sizes, self.err)
-        return 0, 0
-
-    def finish(self, wait: bool = False) -> tuple[str, int, int] | None:
-        """After a call: a failure its kernels reported, as (kernel, code, value), or None.
-        Only programs whose kernels can fail pay anything. On a GPU the check is deferred by
-        default (``FIR_TRITON_CHECKS=sync`` makes it immediate): the error buffer is copied to
-        the host asynchronously after the call, and read at the next call, or at once with
-        ``wait`` (``CompiledProgram.synchronize``), so that a call never waits for the GPU."""
-        if self.err is None:
-            return None
-        if self.device == "cpu" or wait or os.environ.get("FIR_TRITON_CHECKS") == "sync":
-            self.pending = None
-            return self._read(self.err)
-        failed = None
-        if self.pending is not None and self.pending.query():
-            failed = self._read(cast(torch.Tensor, self.err_host))  # pending: copied to it
-        if self.err_host is None:
-            self.err_host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
-        self.err_host.copy_(self.err, non_blocking=True)
-        self.pending = torch.cuda.Event()
-        self.pending.record(torch.cuda.current_stream(self.ordinal))
-        return failed
-
-    def _read(self, buffer: torch.Tensor) -> tuple[str, int, int] | None:
-        code, value = (int(v) for v in buffer.tolist())
-        if code == 0:
-            return None
-        assert self.err is not None
-        self.err.zero_()
-        if self.err_host is not None:
-            self.err_host.zero_()
-        if code <= DIVISION_BASE:
-            return self.order[DIVISION_BASE - code], -1, value
-        return "", code, value
+        return super().call(name, args, sizes)
 
 
-def build_program(
-    plan: ProgramPlan,
-    device: str,
-    cache: Cache | None = None,
-    configs: dict[str, BlockSchedule] | None = None,
-    autotune: bool = False,
-) -> TritonKernels:
-    return TritonKernels(plan, device, cache, configs, autotune)
+build_program = TritonKernels  # the back end's build step (:mod:`fir.backends.registry`)

@@ -49,40 +49,19 @@ def _torch(fn: Callable[..., torch.Tensor], arity: int = 1) -> Callable[..., tl.
     return run
 
 
-fmod = _torch(torch.fmod, 2)
-pow = _torch(torch.pow, 2)  # noqa: A001 (libdevice's name)
-atan2 = _torch(torch.atan2, 2)
-hypot = _torch(torch.hypot, 2)
-copysign = _torch(torch.copysign, 2)
-floor = _torch(torch.floor)
-ceil = _torch(torch.ceil)
-rint = _torch(torch.round)
-trunc = _torch(torch.trunc)
-exp = _torch(torch.exp)
-exp2 = _torch(torch.exp2)
-expm1 = _torch(torch.expm1)
-log = _torch(torch.log)
-log2 = _torch(torch.log2)
-log10 = _torch(torch.log10)
-log1p = _torch(torch.log1p)
-sqrt = _torch(torch.sqrt)
-sin = _torch(torch.sin)
-cos = _torch(torch.cos)
-tan = _torch(torch.tan)
-asin = _torch(torch.asin)
-acos = _torch(torch.acos)
-atan = _torch(torch.atan)
-sinh = _torch(torch.sinh)
-cosh = _torch(torch.cosh)
-tanh = _torch(torch.tanh)
-asinh = _torch(torch.asinh)
-acosh = _torch(torch.acosh)
-atanh = _torch(torch.atanh)
-erf = _torch(torch.erf)
-erfc = _torch(torch.erfc)
-erfinv = _torch(torch.erfinv)
-lgamma = _torch(torch.lgamma)
-signbit = _torch(torch.signbit)
+# libdevice's names of torch's operators (its own where they differ)
+_BINARY = ("fmod", "pow", "atan2", "hypot", "copysign")
+_RENAMED = {"rint": "round"}
+
+
+def __getattr__(name: str) -> Callable[..., tl.tensor]:
+    """Libdevice's function ``name`` (``exp``, ``fmod``, ``rint`` …) as torch's operator on the
+    lanes, made at its first use."""
+    op = getattr(torch, _RENAMED.get(name, name), None)
+    if name.startswith("_") or op is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    fn = globals()[name] = _torch(op, 2 if name in _BINARY else 1)
+    return fn
 
 
 def _float_to_int(bits: int, nan: int) -> Callable[[Any], tl.tensor]:

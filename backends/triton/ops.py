@@ -17,7 +17,7 @@ import math
 
 from fir.backends.cpp.ops import round_to
 from fir.ir.accumulators import merge, state
-from fir.ir.dtypes import DType
+from fir.ir.dtypes import DType, torch_name
 from fir.ir.graph import Literal
 
 # Elementwise ops over float (or any) operands.
@@ -116,18 +116,8 @@ BOOL_OPS: dict[str, str] = {
 # the ops this renderer writes itself: the others of fir.backends.plan.lowering are lowered
 NATIVE_OPS = frozenset(OPS) | frozenset(INT_OPS)
 
-TL: dict[DType, str] = {
-    DType.BOOL: "tl.int1",
-    DType.I8: "tl.int8",
-    DType.I16: "tl.int16",
-    DType.I32: "tl.int32",
-    DType.I64: "tl.int64",
-    DType.U8: "tl.uint8",
-    DType.F16: "tl.float16",
-    DType.BF16: "tl.bfloat16",
-    DType.F32: "tl.float32",
-    DType.F64: "tl.float64",
-}
+# a dtype's ``tl`` type: torch's name, but for bool
+TL: dict[DType, str] = {dt: "tl.int1" if dt.is_bool else f"tl.{torch_name(dt)}" for dt in DType}
 
 
 def op_pattern(op: str, operand: DType) -> str | None:

@@ -712,6 +712,7 @@ def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.Monk
     import threading
 
     from fir.backends.registry import backend_named
+    from fir.backends.runtime import triton_launch
     from fir.backends.triton import build, build_program
 
     main = threading.get_ident()
@@ -728,7 +729,7 @@ def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.Monk
     def compile_kernel(*args: object) -> tuple[None, list[str]]:
         return None, []
 
-    monkeypatch.setattr(build, "device_of", device_of)
+    monkeypatch.setattr(triton_launch, "device_of", device_of)
     monkeypatch.setattr(build, "compile_kernel", compile_kernel)
     monkeypatch.setattr(build, "CubinKernel", FakeCubin)
     text = "func @f(%x: f32[8, 16]) -> (f32[8], f32[16]) {\n"
