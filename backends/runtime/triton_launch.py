@@ -336,6 +336,11 @@ class KernelLaunches:
     def names(self) -> list[str]:
         return list(self.launchers)
 
+    def use(self, name: str, cfg: Any, direct: bool = True) -> None:
+        """Launch kernel ``name`` with the block schedule ``cfg`` from now on (the back end
+        renders it)."""
+        raise NotImplementedError
+
     def direct_launch(self, name: str, sizes: Sequence[int]) -> DirectLaunch | None:
         """How the generated call launches kernel ``name`` at ``sizes`` without this
         object's :meth:`call`: through PyTorch's C++ launcher, with the handle, grid and block
@@ -375,6 +380,11 @@ class KernelLaunches:
     def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
         if self.err is None and self.fails:
             self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
+        if name in self.untuned:  # its first launch picks its configuration
+            from .triton_tune import tune
+
+            self.untuned.discard(name)
+            self.use(name, tune(self, name, args, sizes))
         direct = self.cubins.get(name)
         if direct is not None:
             grid = None if sizes else self.static_grids.get(name)

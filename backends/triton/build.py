@@ -12,7 +12,7 @@ and ``ptxas``, outside the GIL), so a graph of many kernels compiles in about th
 slowest. Kernels with symbolic sizes compile at their first launch (their specialisation
 depends on the sizes' values).
 
-With ``autotune`` (:mod:`.tune`) each kernel's first launch times a few configurations around
+With ``autotune`` (:mod:`fir.backends.runtime.triton_tune`) each kernel's first launch times a few configurations around
 the chosen one on the call's own tensors and keeps the fastest, cached on disk by the kernel.
 
 Launches, and the error buffer kernels report failures in, are the runtime's
@@ -25,7 +25,6 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -218,13 +217,21 @@ class TritonKernels(KernelLaunches):
                 f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
             ) from e
 
+    def render(
+        self, name: str, cfg: BlockSchedule | None = None
+    ) -> tuple[str, BlockSchedule, bool]:
+        """Kernel ``name`` rendered with ``cfg`` (None: the block schedule's), as
+        :func:`~.render.render_kernel`."""
+        position = self.order.index(name)
+        k = self.plan.kernels()[position]
+        return render_kernel(k, cfg, position, shared_storage(self.plan, k))
+
     def use(self, name: str, cfg: BlockSchedule, direct: bool = True) -> None:
         """Launch kernel ``name`` with ``cfg`` from now on (a module of its own); ``direct``:
         compile it for the driver launch now (tuning trials go through Triton's launcher)."""
         if cfg != self.configs[name]:
-            position = self.order.index(name)
-            k = self.plan.kernels()[position]
-            source, cfg, fails = render_kernel(k, cfg, position, shared_storage(self.plan, k))
+            source, cfg, fails = self.render(name, cfg)
+            k = self.plan.kernels()[self.order.index(name)]
             text = f"{HEADER}\n{source}\n{launcher(k, cfg, fails)}"
             module = load_module(module_path(text, self.cache))
             self.launchers[name] = getattr(module, f"launch_{name}")
@@ -234,16 +241,6 @@ class TritonKernels(KernelLaunches):
             self.static_grids.pop(name, None)
         if direct and self.device != "cpu" and name not in self.cubins:
             self._compile(self.plan.kernels()[self.order.index(name)])
-
-    def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
-        if name in self.untuned:  # its first launch picks its configuration
-            from .tune import tune
-
-            if self.err is None and self.fails:  # the trials take a copy of it
-                self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
-            self.untuned.discard(name)
-            self.use(name, tune(self, name, args, sizes))
-        return super().call(name, args, sizes)
 
 
 build_program = TritonKernels  # the back end's build step (:mod:`fir.backends.registry`)

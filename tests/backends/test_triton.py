@@ -499,7 +499,7 @@ def _autotuned(text: str) -> object:
 
 def test_autotune_picks_a_candidate_and_caches_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from fir.backends.plan.block_schedule import candidates
-    from fir.backends.triton import tune
+    from fir.backends.runtime import triton_tune as tune
 
     tried: list[object] = []
     real_time = tune._time

@@ -1,4 +1,5 @@
-"""The ``autotune`` option: at a kernel's first launch, time a few configurations around the
+"""The ``autotune`` option of the Triton back end, a part of its runtime (as Inductor's
+autotuner is of Inductor's): at a kernel's first launch, time a few configurations around the
 chosen one (:func:`fir.backends.plan.block_schedule.candidates`: block sizes and warps of the
 same schedule) on the call's own tensors and keep the fastest.
 
@@ -21,9 +22,6 @@ from typing import Any
 
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan.block_schedule import BlockSchedule, candidates
-from fir.backends.plan.program import shared_storage
-
-from .render import render_kernel
 
 TRIALS = 12  # configurations timed per kernel at most
 
@@ -39,9 +37,7 @@ def _device_name(device: str) -> str:
 def tuning_key(kernels: Any, name: str, sizes: Sequence[int]) -> str:
     import triton
 
-    position = kernels.order.index(name)
-    k = kernels.plan.kernels()[position]
-    source, _, _ = render_kernel(k, None, position, shared_storage(kernels.plan, k))
+    source, _, _ = kernels.render(name)
     return cache_key(
         source, repr(list(sizes)), _device_name(kernels.device), str(triton.__version__)
     )
@@ -78,16 +74,16 @@ def _time(run: Any, device: str) -> float:
 
 def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> BlockSchedule:
     """The fastest of ``name``'s candidate configurations on ``args`` (see the module
-    docstring). ``kernels``: the program's :class:`~.build.TritonKernels` (not imported here:
-    it imports this module), which launches with its current configuration until told."""
+    docstring). ``kernels``: the program's
+    :class:`~fir.backends.triton.build.TritonKernels`, which launches with its current
+    configuration until told (:meth:`~fir.backends.triton.build.TritonKernels.use`)."""
     cache = kernels.cache or Cache("triton")
     entry = f"tune_{tuning_key(kernels, name, sizes)}.json"
     default = kernels.configs[name]
     known = _load(cache, entry, default)
     if known is not None:
         return known
-    position = kernels.order.index(name)
-    k = kernels.plan.kernels()[position]
+    k = kernels.plan.kernels()[kernels.order.index(name)]
     written = [a.written for a in k.args]
     trial_args = [a.clone() if w else a for a, w in zip(args, written)]
     err = kernels.err
