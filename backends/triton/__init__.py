@@ -22,10 +22,6 @@ __all__ = [
 ]
 
 
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def default_device() -> str:
     """Where Triton kernels run: CUDA, or the CPU under Triton's interpreter."""
-    return "cpu" if interpreting() else "cuda"
+    return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"

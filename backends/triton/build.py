@@ -201,9 +201,7 @@ class TritonKernels(KernelLaunches):
                 self.not_direct[name] = f"{type(e).__name__}: {e}"
         if k.sizes:  # specialised on the sizes' values at the first launch
             return
-        args: list[Any] = [a.dtype.to_torch() for a in k.args]
-        if self.kernel_fails[name]:
-            args.append(torch.int64)
+        args = [a.dtype.to_torch() for a in k.args] + [torch.int64] * self.kernel_fails[name]
         blocks = {n: getattr(cfg, n) for n in fn.arg_names[len(args) :]}
         try:
             compiled = fn.warmup(*args, grid=(1,), num_warps=cfg.num_warps, **blocks, **FIR_LAUNCH)

@@ -43,24 +43,6 @@ def _launch_options() -> dict[str, object]:
 
 FIR_LAUNCH = _launch_options()
 
-__all__ = [
-    "FIR_LAUNCH",
-    "fir_digamma",
-    "fir_ceil",
-    "fir_fdiv",
-    "fir_floor",
-    "fir_idiv",
-    "fir_imod",
-    "fir_lgamma",
-    "fir_max",
-    "fir_min",
-    "fir_shl",
-    "fir_shr",
-    "ld",
-    "tl",
-    "triton",
-]
-
 
 @triton.jit
 def fir_fdiv(a, b):
@@ -173,3 +155,7 @@ def fir_ceil(x):
         return tl.where(tiny, tl.where(x > 0, 1.0, -0.0), tl.ceil(x))
     else:
         return tl.ceil(x)
+
+
+# what ``from fir.backends.triton.helpers import *`` gives a generated module: every helper
+__all__ = ["FIR_LAUNCH", "ld", "tl", "triton", *(n for n in dir() if n.startswith("fir_"))]

@@ -122,13 +122,10 @@ TL: dict[DType, str] = {dt: "tl.int1" if dt.is_bool else f"tl.{torch_name(dt)}" 
 
 def op_pattern(op: str, operand: DType) -> str | None:
     """The entry of ``op`` over operands of ``operand`` (``where``: of its values)."""
-    if operand is DType.F64:
-        return F64_OPS.get(op) or OPS.get(op)
-    if operand.is_bool and op != "where":
-        return BOOL_OPS.get(op) or INT_OPS.get(op) or OPS.get(op)
+    tables = [F64_OPS] if operand is DType.F64 else []
     if not operand.is_float and op != "where":
-        return INT_OPS.get(op) or OPS.get(op)
-    return OPS.get(op)
+        tables = [BOOL_OPS, INT_OPS] if operand.is_bool else [INT_OPS]
+    return next((t[op] for t in [*tables, OPS] if op in t), None)
 
 
 def combine_source(name: str, kind: str, dtype: DType) -> str:
@@ -203,9 +200,7 @@ def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool 
     """``lit`` as a Triton operand of ``dtype``'s compute type. ``exact``: round it to
     ``dtype`` first (f16/bf16), as the interpreter does where a literal becomes a tensor."""
     text = scalar(lit, dtype, exact)
-    if dtype is DType.F64 and text.startswith(
-        ("-", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9")
-    ):
+    if dtype is DType.F64 and text[0] in "-0123456789":
         # Triton makes a Python float an f32 constant: an f64 one must say so
         return f"tl.full([], {text}, tl.float64)"
     return text
@@ -233,13 +228,11 @@ def scalar(lit: Literal | bool | int | float | None, dtype: DType, exact: bool =
 def identity(kind: str, dtype: DType) -> str:
     """The value an accumulator of ``kind`` over ``dtype`` values starts from (and masked-out
     lanes contribute): the first component of :func:`fir.ir.accumulators.state`, as the
-    Python value of a ``tl.full``."""
-    start = state(kind, dtype)[0].start
-    if isinstance(start, bool):
-        return "1" if start else "0"
-    if isinstance(start, float) and math.isinf(start):
-        return "float('inf')" if start > 0 else "float('-inf')"
-    return str(int(start))
+    Python value of a ``tl.full`` (a finite float as an integer: ``tl.full`` converts it)."""
+    first = state(kind, dtype)[0]
+    if isinstance(first.start, float) and math.isfinite(first.start):
+        return str(int(first.start))
+    return scalar(first.start, first.dtype)
 
 
 def accumulator_type(kind: str, dtype: DType) -> str:
