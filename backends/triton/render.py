@@ -434,9 +434,7 @@ class _Writer:
 
     def _checkindex(self, i: CheckIndex) -> None:
         src, dims = self.operand(i.src, DType.I64)
-        guard, gdims = (
-            self.operand(i.mask, DType.BOOL) if i.mask is not None else ("", dims & set())
-        )
+        guard, gdims = self.operand(i.mask, DType.BOOL) if i.mask is not None else ("", frozenset())
         key = (src, self._dim(i.bound), guard)
         done = self.checked.get(key) if self.cfg.persistent else None
         if done is not None:  # checked by an earlier pass over the same row
@@ -451,12 +449,12 @@ class _Writer:
         if ok:
             self.emit(f"{ok} = ({sym} >= 0) & ({sym} < {self._dim(i.bound)})")
             # with a guard, checked where its loads read; 0 (read by none of them) elsewhere
-            bad = f"({ok} == 0)"
+            failed = f"({ok} == 0)"
             if guard:
                 dims = dims | gdims
                 self.emit(f"{ok} = {ok} & ({guard})")
-                bad = f"(({guard}) & {bad})"
-            bad = self.masks(dims, [bad])
+                failed = f"(({guard}) & {failed})"
+            bad = self.masks(dims, [failed])
             z = self.zeros(dims)
             self.emit(f"tl.store(fir_err + {z}, tl.full([], {i.code}, tl.int64), mask={bad})")
             self.emit(f"tl.store(fir_err + 1 + {z}, {sym}, mask={bad})")
