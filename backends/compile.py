@@ -19,5 +19,5 @@ def compile_function(
     """``g`` compiled by ``backend``: ``cpp`` or ``llvm`` for CPU tensors, ``triton`` for CUDA
     tensors (``device`` defaults to ``cuda``; under ``TRITON_INTERPRET=1`` to ``cpu``, where
     the interpreter runs the kernels on CPU tensors). ``autotune``: Triton kernels time a few
-    configurations at their first launch and keep the fastest (:mod:`.triton.tune`)."""
+    configurations at their first launch and keep the fastest (:mod:`.runtime.triton_tune`)."""
     return backend_named(backend).compile(g, device, autotune)
