@@ -84,9 +84,10 @@ template <class T> static inline T fir_wabs(T a) { return a < T(0) ? fir_wneg(a)
 template <class T> static inline T fir_shl(T a, T b) {
   return (b < T(0) || int64_t(b) >= int64_t(8 * sizeof(T))) ? T(0) : T(uint64_t(a) << b);
 }
-template <class T> static inline T fir_shr(T a, T b) {
+template <class T> static inline T fir_shr(T a, T b) {  // past the width: sign bits, 0 unsigned
   const int64_t bits = 8 * sizeof(T);
-  return T(a >> ((b < T(0) || int64_t(b) >= bits) ? bits - 1 : int64_t(b)));
+  const bool inside = !(b < T(0) || int64_t(b) >= bits);
+  return inside ? T(a >> int64_t(b)) : (T(-1) < T(0) ? T(a >> (bits - 1)) : T(0));
 }
 static inline bool fir_shl(bool a, bool b) { return b ? false : a; }
 static inline bool fir_shr(bool a, bool b) { return b ? false : a; }

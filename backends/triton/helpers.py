@@ -88,7 +88,9 @@ def fir_shl(a, b):
 def fir_shr(a, b):
     bits: tl.constexpr = a.dtype.primitive_bitwidth
     inside = (b >= 0) & (b < bits)
-    return a >> tl.where(inside, b, bits - 1)
+    # past the width, as torch: the sign's bits of a signed dtype, 0 of an unsigned one
+    fill = tl.where(a < 0, a >> (bits - 1), a - a)
+    return tl.where(inside, a >> tl.where(inside, b, 0), fill)
 
 
 @triton.jit
