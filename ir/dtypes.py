@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from enum import Enum
 from typing import Any
 
@@ -105,3 +107,24 @@ def parse_dtype(name: str) -> DType | None:
 def torch_name(dtype: DType) -> str:
     """``dtype``'s name in torch (``float32``, ``bfloat16``, ``bool``), without importing it."""
     return _TORCH_NAME[dtype]
+
+
+def round_to(v: float, dtype: DType) -> float:
+    """``v`` rounded to ``dtype`` (to nearest, ties to even), as a Python float."""
+    if dtype is DType.F16:
+        try:
+            return struct.unpack("<e", struct.pack("<e", v))[0]
+        except OverflowError:
+            return math.copysign(math.inf, v)
+    if dtype is DType.BF16 and not math.isnan(v):
+        bits = struct.unpack("<I", struct.pack("<f", _f32(v)))[0]
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+    return v if dtype is DType.F64 or math.isnan(v) else _f32(v)
+
+
+def _f32(v: float) -> float:
+    try:
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)

@@ -13,11 +13,10 @@ differ (``fir_max`` of ints and of floats), so one line serves every dtype; the 
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Sequence
 
 from fir.ir.accumulators import Component, extreme, merge, state
-from fir.ir.dtypes import DType
+from fir.ir.dtypes import DType, round_to
 from fir.ir.graph import Literal
 from fir.ir.ops import BINARY_LOGICAL
 
@@ -112,40 +111,21 @@ def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool 
         return text if text == "INT64_MIN" else f"{CTYPE[dtype]}({text})"
     single = dtype is not DType.F64
     v = round_to(float(value), dtype if exact else DType.F64)
-    v = _f32(v) if single else v
+    v = round_to(v, DType.F32) if single else v
     if math.isnan(v) or math.isinf(v):
         text = "FIR_NAN" if math.isnan(v) else "FIR_INF"
         text = text if single else f"double({text})"
         return f"(-{text})" if v < 0 else text
     if single:  # the shortest decimal that reads back as the float32 (9 digits always do)
-        text = next(t for t in (f"{v:.{n}g}" for n in range(1, 10)) if _f32(float(t)) == v)
+        text = next(
+            t for t in (f"{v:.{n}g}" for n in range(1, 10)) if round_to(float(t), DType.F32) == v
+        )
     else:
         text = repr(v)
     if "e" not in text and "." not in text:
         text += ".0"
     text += "f" if single else ""
     return f"({text})" if text.startswith("-") else text
-
-
-def round_to(v: float, dtype: DType) -> float:
-    """``v`` rounded to ``dtype`` (to nearest, ties to even), as a Python float."""
-    if dtype is DType.F16:
-        try:
-            return struct.unpack("<e", struct.pack("<e", v))[0]
-        except OverflowError:
-            return math.copysign(math.inf, v)
-    if dtype is DType.BF16 and not math.isnan(v):
-        bits = struct.unpack("<I", struct.pack("<f", _f32(v)))[0]
-        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
-    return v if dtype is DType.F64 or math.isnan(v) else _f32(v)
-
-
-def _f32(v: float) -> float:
-    try:
-        return struct.unpack("<f", struct.pack("<f", v))[0]
-    except OverflowError:
-        return math.copysign(math.inf, v)
 
 
 # ---------------------------------------------------------------------------------------------

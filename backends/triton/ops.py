@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import math
 
-from fir.backends.cpp.ops import round_to
 from fir.ir.accumulators import merge, state
-from fir.ir.dtypes import DType, torch_name
+from fir.ir.dtypes import DType, round_to, torch_name
 from fir.ir.graph import Literal
 
 # Elementwise ops over float (or any) operands.
