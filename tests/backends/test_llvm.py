@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from concurrency import on_threads
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("llvmlite")
@@ -148,8 +149,6 @@ def test_calls_from_several_threads_at_once_keep_their_own_arguments() -> None:
     """A kernel's call reuses a set of argument arrays; a call made while another thread holds
     the set makes one of its own, so concurrent calls never read each other's pointers or
     sizes (a symbolic program, so the sizes differ between the threads too)."""
-    import threading
-
     (p,) = compile_text(cpp.SYMBOLIC)
     reference = parse_module(cpp.SYMBOLIC, "<test>").funcs[0]
     failures: list[str] = []
@@ -163,11 +162,7 @@ def test_calls_from_several_threads_at_once_keep_their_own_arguments() -> None:
                 if not torch.allclose(o, w, rtol=1e-4, atol=1e-4):
                     failures.append(f"{rows}x{cols}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    on_threads(work)
     assert not failures, failures
 
 

@@ -14,6 +14,7 @@ import sys
 import pytest
 import strategies as S
 import torch
+from concurrency import on_threads
 from fir.backends.plan import KernelPlan, plan_program
 from fir.backends.plan.instructions import (
     AccInit,
@@ -487,8 +488,6 @@ def test_threads_specializing_one_symbolic_program_at_once_get_their_own_sizes()
     """Each thread's first call at its sizes builds a generated call; the sizes a build
     evaluates with are the thread's own (a shared stack of them would let one thread's build
     read another's sizes and write wrong code for a binding)."""
-    import threading
-
     text = """func @f(%x: f32[s0, s1]) -> (f32[s0, s1], f32[s0]) {
   %e = exp %x : f32[s0, s1]
   %s = sum %e {dims = [1]} : f32[s0]
@@ -505,11 +504,7 @@ def test_threads_specializing_one_symbolic_program_at_once_get_their_own_sizes()
             if not (torch.allclose(e, x.exp()) and torch.allclose(total, x.exp().sum(1))):
                 failures.append(f"{rows}x{cols}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    on_threads(work)
     assert not failures, failures
     assert 0 < len(prog.specials) <= 32
 

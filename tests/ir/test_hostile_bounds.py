@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from concurrency import on_threads
 from fir.backends.compile import compile_function
 from fir.backends.plan import PlanError
 from fir.ir.errors import FirError, KernelIndexError, VerifyError
@@ -360,14 +360,6 @@ func @f(%x: f32[8, 32]) -> (f32[8, 32]) {
 """
 
 
-def four_threads(work: Callable[[int], None]) -> None:
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_concurrent_calls_from_four_threads_are_all_correct(backend: str) -> None:
     program = compile_function(graph(SOFTMAX, "fusion"), backend)
@@ -383,7 +375,7 @@ def test_concurrent_calls_from_four_threads_are_all_correct(backend: str) -> Non
             if not torch.allclose(y, want[k % 8], rtol=1e-5, atol=1e-6):
                 wrong.append(k)
 
-    four_threads(work)
+    on_threads(work, 4)
     assert not wrong, f"{len(wrong)} wrong results of {4 * calls}"
 
 
@@ -405,5 +397,5 @@ def test_a_kernel_called_from_four_threads_at_once_uses_each_calls_pointers(back
             if out[0].item() != seed + 1:
                 wrong.append(k)
 
-    four_threads(work)
+    on_threads(work, 4)
     assert not wrong, f"{len(wrong)} calls of 160,000 ran on another call's pointers"
