@@ -189,6 +189,29 @@ INSTRUCTIONS = (
 )
 
 
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+# the method a renderer's walk calls for each instruction kind: ``on_load``, ``on_acc_init``, …
+HANDLER = {cls: "on_" + _snake(cls.__name__) for cls in INSTRUCTIONS}
+
+
+class InstrWalker:
+    """The one walk of a renderer: ``visit`` calls ``on_<kind>`` (see ``HANDLER``) for an
+    instruction. A renderer defines a handler per kind it meets (the loop tree consumes
+    ``loop``/``end`` where a renderer walks loops itself); a missing one is a renderer bug."""
+
+    def visit(self, i: Instr) -> Any:
+        return getattr(self, HANDLER[type(i)])(i)
+
+
+def missing_handlers(walker: type, loops: bool = True) -> list[str]:
+    """The handlers ``walker`` lacks (``loops=False``: not counting ``loop``/``end``)."""
+    kinds = INSTRUCTIONS if loops else INSTRUCTIONS[2:]
+    return [HANDLER[k] for k in kinds if not callable(getattr(walker, HANDLER[k], None))]
+
+
 def operand_str(o: Operand) -> str:
     return str(o) if isinstance(o, Literal) else o
 
