@@ -130,6 +130,7 @@ class Emitter:
         self.f16_in: dict[str, str] = {}  # load's value -> array
         self.f16_out: dict[Store, str] = {}
         self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.tiled)
+        self.turned: dict[str, str] = {}  # a load -> its element of a turned tile (.turn)
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
         self._name_everything()
         self.int_values = int_values(plan)  # an integer division by them may fail
@@ -255,7 +256,9 @@ class Emitter:
             raise TypeError(f"the C++ renderer has no rule for {type(i).__name__}")
 
     def load(self, i: Load) -> None:
-        element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+        element = (
+            self.turned.get(i.dst) or f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
+        )
         if i.buffer in self.scratch:  # a scratch row holds values as computed
             self.define(i.dst, element)
             return

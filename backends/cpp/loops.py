@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from fir.backends.plan.index_text import stride
 from fir.backends.plan.instructions import AccInit, Load, Store
 from fir.backends.plan.loop_tree import (
     Item,
@@ -259,11 +260,30 @@ class KernelWriter(Emitter):
         ab, bb = self.block(a.var), self.block(b.var)
         self.for_(a.var, self.index(a.size), step=side, name=ab)
         self.for_(b.var, self.index(b.size), step=side, name=bb)
+        self.turn(nest.turned, a, b, side)
         self.loop(a, ab, f"fir_imin({ab} + {side}, {self.index(a.size)})")
         rest = self.hoisted(b, "continue;")
         stop = f"fir_imin({bb} + {side}, {self.index(b.size)})"
         self.vector_loop(b, rest, bb, stop, block=bb + "b")  # side % 16 == 0
         self.close(3 + len(others))
+
+    def turn(self, turned: tuple[str, ...], a: Loop, b: Loop, side: int) -> None:
+        """Copy the tile of each ``turned`` load, transposed, to a local array (the prelude's
+        ``fir_turn``), from which the tile's loops read it in order along ``b``."""
+        ab, bb = self.block(a.var), self.block(b.var)
+        rows = f"fir_imin({ab} + {side}, {self.index(a.size)}) - {ab}"
+        cols = f"fir_imin({bb} + {side}, {self.index(b.size)}) - {bb}"
+        for ld in (i for i in walk(b.body) if isinstance(i, Load) and i.dst in turned):
+            symbol = next(x for x in ld.index.free_symbols if str(x) == b.var)
+            tile = self.names.add("turned", ld.dst + "_tile")
+            start = (
+                f"{self.names('buffer', ld.buffer)}[{self.index(ld.index, {a.var: ab, b.var: bb})}]"
+            )
+            along = self.index(stride(ld.index, symbol))
+            self.emit(f"alignas(64) {CTYPE[ld.dtype]} {tile}[{side * side}];")
+            self.emit(f"fir_turn<{side}>({tile}, &{start}, {along}, {rows}, {cols});")
+            a_at, b_at = self.names("var", a.var), self.names("var", b.var)
+            self.turned[ld.dst] = f"{tile}[{side} * ({a_at} - {ab}) + ({b_at} - {bb})]"
 
     # -- row reductions
 

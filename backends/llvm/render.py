@@ -38,6 +38,7 @@ import llvmlite.ir as ir
 import sympy
 from fir.backends.plan import KernelPlan
 from fir.backends.plan.index_text import nonnegative
+from fir.backends.plan.index_text import stride as index_stride
 from fir.backends.plan.instructions import (
     DIVIDES,
     AccInit,
@@ -162,6 +163,35 @@ def value_type(dtype: DType) -> ir.Type:
     return I1 if dtype.is_bool else ir.IntType(8 * dtype.itemsize)
 
 
+# the shuffles of an 8 x 8 register transpose: pairs interleaved, then pairs of pairs, then
+# the 128-bit halves (each a mask over the two operands' 16 lanes)
+_TRANSPOSE8 = (
+    ((0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)),
+    ((0, 1, 8, 9, 4, 5, 12, 13), (2, 3, 10, 11, 6, 7, 14, 15)),
+    ((0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)),
+)
+
+
+def transpose8(b: ir.IRBuilder, rows: list[Any]) -> list[Any]:
+    """The columns of the 8 x 8 block whose rows are the vectors ``rows``."""
+
+    def mask(m: tuple[int, ...]) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I32, 8), list(m))
+
+    (lo1, hi1), (lo2, hi2), (lo4, hi4) = (tuple(map(mask, p)) for p in _TRANSPOSE8)
+    t = [b.shuffle_vector(rows[k & ~1], rows[k | 1], hi1 if k & 1 else lo1) for k in range(8)]
+    u: list[Any] = [None] * 8
+    for k in (0, 4):
+        for h in (0, 1):
+            u[k + 2 * h] = b.shuffle_vector(t[k + h], t[k + h + 2], lo2)
+            u[k + 2 * h + 1] = b.shuffle_vector(t[k + h], t[k + h + 2], hi2)
+    out: list[Any] = [None] * 8
+    for k in range(4):
+        out[k] = b.shuffle_vector(u[k], u[k + 4], lo4)
+        out[k + 4] = b.shuffle_vector(u[k], u[k + 4], hi4)
+    return out
+
+
 def storage_type(dtype: DType) -> ir.Type:
     return {DType.BOOL: I8, DType.F16: F16, DType.BF16: I16}.get(dtype) or value_type(dtype)
 
@@ -217,6 +247,9 @@ class _Kernel:
         self.lane_accs: dict[str, tuple[str, DType, list[Any]]] = {}
         self.acc_init: dict[str, list[Any]] = {}
         self.uniform: dict[str, tuple[Any, Any]] = {}  # welford in lanes: (count, 1 / count)
+        # a load read from a turned tile (:meth:`turn`): the tile, the tile's loops, their
+        # first elements, its side
+        self.turned: dict[str, tuple[Any, str, str, Any, Any, int]] = {}
 
     # -- helpers
 
@@ -432,6 +465,7 @@ class _Kernel:
         hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp not in pair]
         ends = [self.bounds(lp) for lp in pair]
         hs += [self.open_loop(lp.var + ".t", lo, hi, tile[2]) for lp, (lo, hi) in zip(pair, ends)]
+        self.turn(nest.turned, pair, ends, tile[2])
         for k, (lp, (_, hi)) in enumerate(zip(pair, ends)):  # the elements of this tile
             t = self.syms[lp.var + ".t"]
             end = self.smin(self.b.add(t, ir.Constant(I64, tile[2])), hi)
@@ -439,6 +473,57 @@ class _Kernel:
             hs.append(self.open_loop(lp.var, t, end, parallel=parallel))
         self.items(body)
         self.close_loops(hs)
+
+    def turn(self, turned: tuple[str, ...], pair: list[Loop], ends: list[Any], side: int) -> None:
+        """Copy the tile of each ``turned`` load, transposed, to a stack array (``tile[i *
+        side + j] = src[i + j * stride]``, ``i`` along the outer loop of the tile ``pair``),
+        from which the tile's loops read it in order: 8 x 8 blocks through the shuffles of a
+        register transpose, the tile's edges one element at a time."""
+        b, (a, c) = self.b, pair
+        at, ct = self.syms[a.var + ".t"], self.syms[c.var + ".t"]
+        rows, cols = (
+            b.sub(self.smin(b.add(t, ir.Constant(I64, side)), hi), t)
+            for t, (_, hi) in zip((at, ct), ends)
+        )
+        r8, c8 = (b.and_(n, ir.Constant(I64, ~7)) for n in (rows, cols))
+        zero = ir.Constant(I64, 0)
+        for ld in (i for i in walk(c.body) if isinstance(i, Load) and i.dst in turned):
+            ty = storage_type(ld.dtype)
+            tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
+            tile.align = 64
+            dst = self.alloca_b.bitcast(tile, ty.as_pointer())
+            self.syms[a.var], self.syms[c.var] = at, ct  # the tile's first element
+            src = b.gep(self.bufs[ld.buffer], [self.index(ld.index)])
+            del self.syms[a.var], self.syms[c.var]
+            symbol = next(x for x in ld.index.free_symbols if str(x) == c.var)
+            stride = self.index(index_stride(ld.index, symbol))
+
+            def at_(ptr: Any, i: Any, j: Any, j_step: Any) -> Any:
+                return self.b.gep(ptr, [self.b.add(i, self.b.mul(j, j_step))])
+
+            hs = [
+                self.open_loop(v, zero, n, 8, unroll=False)
+                for v, n in (("turn.j", c8), ("turn.i", r8))
+            ]
+            i, j = self.syms["turn.i"], self.syms["turn.j"]
+            vec = ir.VectorType(ty, 8).as_pointer()
+            block = [
+                b.load(b.bitcast(at_(src, i, b.add(j, ir.Constant(I64, k)), stride), vec), align=4)
+                for k in range(8)
+            ]
+            for k, v in enumerate(transpose8(b, block)):
+                out = at_(dst, j, b.add(i, ir.Constant(I64, k)), ir.Constant(I64, side))
+                b.store(v, b.bitcast(out, vec), align=4)
+            self.close_loops(hs)
+            # the edges: rows from r8 in the columns of whole blocks, every row in the rest
+            hj = self.open_loop("turn.j", zero, cols, unroll=False)
+            j = self.syms["turn.j"]
+            first = b.select(b.icmp_signed("<", j, c8), r8, zero)
+            hi = self.open_loop("turn.i", first, rows, unroll=False)
+            i = self.syms["turn.i"]
+            b.store(b.load(at_(src, i, j, stride)), at_(dst, j, i, ir.Constant(I64, side)))
+            self.close_loops([hj, hi])
+            self.turned[ld.dst] = (dst, a.var, c.var, at, ct, side)
 
     def close_loops(self, handles: list[tuple[Any, ...]]) -> None:
         for h in reversed(handles):
@@ -509,6 +594,14 @@ class _Kernel:
 
     def _load(self, i: Load) -> None:
         b = self.b
+        if i.dst in self.turned:  # from the turned tile (:meth:`turn`)
+            dst, a_var, c_var, at, ct, side = self.turned[i.dst]
+            a, c = self.syms[a_var], self.syms[c_var]
+            idx = b.add(b.mul(b.sub(a, at), ir.Constant(I64, side)), b.sub(c, ct))
+            raw = b.load(b.gep(dst, [idx]))
+            self.accesses.add(id(raw))
+            self.vals[i.dst] = self.widen(raw, i.dtype)
+            return
         idx = self.index(i.index)
         if i.mask is not None:
             idx = b.select(self.vals[i.mask], idx, ir.Constant(I64, 0))

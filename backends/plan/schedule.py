@@ -27,6 +27,7 @@ from fir.ir.graph import Literal
 from fir.ir.ops import COSTLY_OPS
 from fir.ir.types import Dim, dim_str, dims_mul
 
+from .index_text import stride
 from .instructions import (
     DIVIDES,
     AccInit,
@@ -100,7 +101,8 @@ class Family:
     instruction (:func:`f16_blocks`; 0: the conversions stay in the loop).
     ``chunks_per_thread``: the runtime cuts the parallel loop's range into this many chunks a
     thread, which the threads take in turn (:func:`chunks`; 0: the target's own split, as
-    OpenMP's static schedule)."""
+    OpenMP's static schedule). ``turns_tiles``: a tiled nest reads its transposed loads of
+    4-byte elements from a turned copy of the tile (:func:`turned_loads`)."""
 
     name: str
     collapse: bool
@@ -112,6 +114,7 @@ class Family:
     interleave: int = 1
     f16_block: int = 0
     chunks_per_thread: int = 0
+    turns_tiles: bool = False
 
 
 # 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes).
@@ -129,6 +132,7 @@ CPP = Family(
     crossing_checks=True,
     vectors=True,
     f16_block=16,
+    turns_tiles=True,
 )
 # 32 lanes, for the kinds LLVM cannot vectorise as reductions (sums, products, max and min
 # are its own); each lane's state goes through a stack array from block to block, so more
@@ -151,6 +155,7 @@ LLVM = Family(
     vectors=False,
     interleave=int(os.environ.get("FIR_LLVM_INTERLEAVE", "2")),
     chunks_per_thread=4,
+    turns_tiles=True,
 )
 
 
@@ -181,6 +186,9 @@ class NestSchedule:
     reduction loops)."""
 
     loops: tuple[ScheduledLoop, ...]
+    # the loads of a tiled nest read from a turned (transposed) copy of the tile, copied in
+    # 8 x 8 register blocks once a tile (:func:`turned_loads`)
+    turned: tuple[str, ...] = ()
 
     def has(self, kind: Kind) -> bool:
         return any(lp.kind is kind for lp in self.loops)
@@ -246,7 +254,11 @@ class KernelSchedule:
         parts = [self.threads_text()]
         if self.interleave > 1:
             parts.append(f"interleave {self.interleave}")
-        parts += [", ".join(self._loop_text(lp) for lp in n.loops) for n in self.nests]
+        parts += [
+            ", ".join(self._loop_text(lp) for lp in n.loops)
+            + (f", turning {', '.join(n.turned)}" if n.turned else "")
+            for n in self.nests
+        ]
         return f"schedule {self.kernel} [{self.family.name}]: " + "; ".join(parts)
 
     def _loop_text(self, lp: ScheduledLoop) -> str:
@@ -552,6 +564,42 @@ def tile_pair(plan: KernelPlan, loops: list[Loop]) -> tuple[Loop, Loop] | None:
     return a, b
 
 
+# the element size of a turned load: the turn moves 8 x 8 blocks of 32-bit lanes through
+# registers; other sizes keep the vectoriser's gathers
+TURN_ITEMSIZE = 4
+# the side of a tile with turned loads: x + y.t(), 2896^2 f32, ms on 1 / 2 threads (min of 30):
+# AMD EPYC Zen 4: gathers 17 / 26, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64 10 / 14,
+# 128 x 128 14 / -; 16-core Xeon: gathers 7.0 / 4.0, turned 16: 6.8 / 3.3, 32: 6.8 / 3.2,
+# 64: 7.2 / 3.2, 128: 7.9 / 3.6. 64 is the best on one and as good as any on the other.
+TURNED_SIDE = 64
+
+
+def turned_loads(family: Family, rest: list[Item], outer: Loop, inner: Loop) -> tuple[str, ...]:
+    """The loads of a tiled nest's innermost loop ``inner`` (over ``rest``, its invariants
+    hoisted) that read along the tile's ``outer`` loop, which the renderer reads from a
+    turned copy of each tile: the 8-lane gathers of such a load cost the tiled kernel 1.8x
+    Inductor's time on an AMD EPYC (Zen 4, transpose_add 2896^2 f32, 2 cores), where
+    Inductor transposes in registers too. A load qualifies when it is unmasked, of 4-byte
+    elements, and its index is affine in the two loops, one element a step along ``outer``
+    and a stride along ``inner``, and uses no value of the loop (an indirect index)."""
+    if not family.turns_tiles:
+        return ()
+    defined = {d for i in walk(rest) for d in defines(i)}
+    out = []
+    for i in walk(rest):
+        if not isinstance(i, Load) or i.mask is not None or i.dtype.itemsize != TURN_ITEMSIZE:
+            continue
+        symbols = {str(x): x for x in getattr(i.index, "free_symbols", ())}
+        a, b = symbols.get(outer.var), symbols.get(inner.var)
+        if symbols.keys() & defined or a is None or b is None or stride(i.index, a) != 1:
+            continue
+        along = stride(i.index, b)
+        if along is None or along in (0, 1):
+            continue
+        out.append(i.dst)
+    return tuple(out)
+
+
 def column_reduction(plan: KernelPlan, loops: list[Loop], family: Family) -> bool:
     """Whether a nest with reduction phases runs as column blocks: its reductions read memory
     in order along the innermost pointwise loop (``x.sum(0)``), which is long enough, and no
@@ -625,7 +673,8 @@ def _pointwise_nest(
     blocked = family.vectors and vectorises(rest, inner.var, ints)
     f16 = family.f16_block if blocked and f16_blocked(family, rest, inner.var, inner.size) else 0
     if pair is not None:
-        side = tile_side(plan)
+        turned = turned_loads(family, innermost_rest(inner), *pair)
+        side = max(tile_side(plan), TURNED_SIDE) if turned else tile_side(plan)
         others = [lp for lp in loops if all(lp is not x for x in pair)]
         out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in others]
         out += [
@@ -634,7 +683,7 @@ def _pointwise_nest(
             )
             for x in pair
         ]
-        return NestSchedule(tuple(out))
+        return NestSchedule(tuple(out), turned)
     kind = Kind.VECTOR if vector else Kind.SERIAL
     out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in loops[:-1]]
     out.append(ScheduledLoop(inner.var, kind, _shared(family, inner, len(loops) == 1), 0, f16))

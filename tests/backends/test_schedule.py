@@ -77,7 +77,9 @@ def test_tiles_column_blocks_and_split() -> None:
         "  %t = transpose %y {dim0 = 0, dim1 = 1} : f32[256, 256]\n"
         "  %z = add %x, %t : f32[256, 256]\n  return %z\n}\n"
     )
-    assert tiled.nests[0].tile() == ("x0", "x1", 32)
+    # the transposed read of %y comes from a turned copy of each tile, whose side is 64
+    assert tiled.nests[0].tile() == ("x0", "x1", 64)
+    assert tiled.nests[0].turned == ("n0_1",)
     column = one(
         "func @s(%x: f32[512, 256]) -> (f32[256]) {\n"
         "  %s = sum %x {dims = [0]} : f32[256]\n  return %s\n}\n"
