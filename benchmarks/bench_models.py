@@ -509,18 +509,25 @@ def write_section(mode: str, body: str, path: Path = DOC) -> None:
     path.write_text(text)
 
 
-def run_mode(mode: str, models: list[str], bench: Bench, smoke: bool) -> str:
+def run_mode(mode: str, models: list[str], bench: Bench, smoke: bool, inductor: bool = True) -> str:
     shapes = SMOKE_SHAPES if smoke else (CPU_SHAPES if bench.device == "cpu" else GPU_SHAPES)
     when = time.strftime("%Y-%m-%d")
+    import torch
+
+    floats = (
+        " Float attributes specialised (`specialize_float`)."
+        if torch._dynamo.config.specialize_float
+        else ""
+    )
     head = (
         f"Measured {when} on {versions(bench.device)}: {bench.rounds} rounds of {bench.calls} "
-        "steps per column, interleaved.\n\n"
+        f"steps per column, interleaved.{floats}\n\n"
     )
     if mode in ("dynamic", "cpu-dynamic"):
         lengths = SMOKE_LENGTHS if smoke else DYNAMIC_LENGTHS
         rows = []
         for m in models:
-            rows.append(dynamic(bench, m, shapes[m][0], lengths, smoke, inductor=not smoke))
+            rows.append(dynamic(bench, m, shapes[m][0], lengths, smoke, inductor and not smoke))
             print(dynamic_table(rows[-1:]), file=sys.stderr, flush=True)
         return head + dynamic_table(rows)
     results: dict[str, list[Column]] = {}
@@ -549,6 +556,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU, no doc")
     ap.add_argument("--out", type=Path, default=DOC)
+    # dynamic modes: Inductor static and dynamic beside FIR's (its cold compiles take 45-50 s
+    # a graph on the 16-core host: 12 graphs a model)
+    ap.add_argument("--no-inductor", action="store_true", help="dynamic modes: FIR alone")
+    # dynamic modes: Dynamo specialises float attributes instead of passing them as tensors
+    ap.add_argument("--specialize-float", action="store_true")
     args = ap.parse_args(argv)
     _fresh_caches()
     import torch
@@ -561,8 +573,10 @@ def main(argv: list[str] | None = None) -> None:
         device, 2 if smoke else args.rounds, 2 if smoke else args.calls, not args.no_profile
     )
     modes = ["cpu", "train", "dynamic"] if smoke else [args.mode]
+    if args.specialize_float:
+        torch._dynamo.config.specialize_float = True
     for mode in modes:
-        body = run_mode(mode, args.models, bench, smoke)
+        body = run_mode(mode, args.models, bench, smoke, inductor=not args.no_inductor)
         if not smoke:
             write_section(mode, body, args.out)
         print(body)
