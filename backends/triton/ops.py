@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from fir.ir.accumulators import merge, state
+from fir.ir.accumulators import extreme, merge, state
 from fir.ir.dtypes import DType, round_to, torch_name
 from fir.ir.graph import Literal
 
@@ -151,9 +151,8 @@ def float_to_int(value: str, target: DType, wide: bool = False) -> str:
     if via is DType.I64:
         out = f"tl.where({value} != {value}, 0, ld.{kind}2ll_rz({value}))"
         return out if via is target else f"{out}.to({TL[target]})"
-    bits = 8 * via.itemsize
-    top = float(2 ** (bits - 1))  # exact in f32 and f64: the comparisons are exact
-    largest, smallest = 2 ** (bits - 1) - 1, -(2 ** (bits - 1))
+    smallest, largest = extreme(via, lowest=True), extreme(via, lowest=False)
+    top = float(-smallest)  # a power of two, exact in f32 and f64: the comparisons are exact
     t = TL[via]
     inside = f"tl.where(({value} >= {-top!r}) & ({value} < {top!r}), {value}, 0.0).to({t})"
     return (

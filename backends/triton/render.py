@@ -96,6 +96,9 @@ class RenderError(FirError):
 
 @dataclass
 class _Writer(ins.InstrWalker):
+    """One kernel: its head (the program's block, masks and loop variables), then a handler
+    per instruction (``on_<kind>``), each writing it as the block schedule says."""
+
     plan: KernelPlan
     cfg: BlockSchedule
     lines: list[str] = field(default_factory=list)
@@ -129,9 +132,8 @@ class _Writer(ins.InstrWalker):
 
     def name(self, kind: str, raw: str) -> str:
         key = (kind, raw)
-        got = self.names.get(key)
-        if got is not None:
-            return got
+        if key in self.names:
+            return self.names[key]
         prefix = {"value": "v_", "buffer": "p_", "size": "ks_"}[kind]
         text = prefix + re.sub(r"\W", "_", raw.lstrip("%"))
         while text in self.taken or keyword.iskeyword(text):
@@ -226,15 +228,12 @@ class _Writer(ins.InstrWalker):
         params = [self.name("buffer", a.name) for a in plan.args] + ["fir_err"] * self.fails
         params += [self.name("size", s) for s in plan.sizes]
         params += [f"{b}: tl.constexpr" for b in cfg.blocks()]
-        body_start = len(self.lines)
         self._head()
         for i in plan.instrs:
             self.visit(i)
             dst = getattr(i, "dst", None) or getattr(i, "symbol", None)
             if self.open_r and not cfg.persistent and dst is not None:
                 self.in_loop.add(dst)
-        if len(self.lines) == body_start:
-            self.emit("pass")
         head = [
             *self.combines.values(),
             "@triton.jit",
@@ -279,7 +278,7 @@ class _Writer(ins.InstrWalker):
             return
         reduction = cfg.kind == "reduction"
         x_at, r_at = ("[None, :]", "[:, None]") if self.xaxis else ("[:, None]", "[None, :]")
-        self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK){x_at * reduction}")
+        self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK){x_at if reduction else ''}")
         self.emit(f"xmask = xindex < {self._dim(plan.numel)}")
         self._split("xindex", x_loops(plan, cfg), frozenset({self.xaxis if reduction else 0}))
         if not reduction:
@@ -297,7 +296,7 @@ class _Writer(ins.InstrWalker):
         if not i.reduction:
             return
         self.open_r += 1
-        if self.open_r < len(self.rloops):  # the innermost opens the one loop over the row
+        if self.open_r != len(self.rloops):  # the innermost opens the one loop over the row
             return
         rnumel = self._dim(self.plan.rnumel)
         if self.cfg.persistent:
@@ -354,16 +353,11 @@ class _Writer(ins.InstrWalker):
         if self.cfg.persistent and key in self.loaded:  # the row is in registers
             self._alias(i.dst, self.loaded[key])
             return
-        dst = self.name("value", i.dst)
-        args = ptr
-        if mask is not None:
-            other = literal(i.other, i.dtype) if i.other is not None else "0"
-            args += f", mask={mask}, other={other}"
-        value = f"tl.load({args})"
-        if i.dtype.is_narrow_float:
-            value += ".to(tl.float32)"
-        self.emit(f"{dst} = {value}")
-        self.loaded[key] = dst
+        dst = self.loaded[key] = self.name("value", i.dst)
+        other = literal(i.other, i.dtype) if i.other is not None else "0"
+        args = ptr if mask is None else f"{ptr}, mask={mask}, other={other}"
+        widen = ".to(tl.float32)" if i.dtype.is_narrow_float else ""  # computed in f32
+        self.emit(f"{dst} = tl.load({args}){widen}")
 
     def on_store(self, i: ins.Store) -> None:
         value, vdims = self.operand(i.value, i.dtype)
@@ -425,28 +419,25 @@ class _Writer(ins.InstrWalker):
         self.valid[i.symbol] = ok
 
     def on_compute(self, i: ins.Compute) -> None:
+        if i.op == "cast" and isinstance(i.args[0], Literal):  # a constant, by the cast's rule
+            from fir.ir.interpreter import cast_scalar
+
+            value = i.args[0].value
+            assert value is not None  # an inlined constant: never none (cast_scalar rejects it)
+            self.on_constant(ins.Constant(i.dst, Literal(cast_scalar(value, i.dtype)), i.dtype))
+            return
         dst = self.name("value", i.dst)
         # the operands' dtype: the first named one's (a literal takes it); where's, its values'
         named = [self.dtypes[a] for a in i.args if isinstance(a, str) and a in self.dtypes]
         operand_dtype = i.dtype if i.op == "where" or not named else named[0]
-        texts: list[str] = []
-        dims: frozenset[int] = frozenset()
-        for k, a in enumerate(i.args):
-            want = DType.BOOL if (i.op == "where" and k == 0) else operand_dtype
-            t, d = self.operand(a, want)
-            texts.append(t)
-            dims |= d
-        self.dims[i.dst] = dims
+        args = [  # where's condition is a bool
+            self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
+            for k, a in enumerate(i.args)
+        ]
+        texts = [text for text, _ in args]
+        dims = self.dims[i.dst] = frozenset().union(*(d for _, d in args))
         if i.op == "cast":
-            if isinstance(i.args[0], Literal):
-                from fir.ir.interpreter import cast_scalar
-
-                value = i.args[0].value
-                assert value is not None  # an inlined constant: never none (cast_scalar rejects it)
-                folded = Literal(cast_scalar(value, i.dtype))  # the cast's own rule
-                self.emit(f"{dst} = {_full_scalar(scalar(folded, i.dtype, exact=True), i.dtype)}")
-            else:
-                self.emit(f"{dst} = {ops.cast_expr(texts[0], operand_dtype, i.dtype)}")
+            self.emit(f"{dst} = {ops.cast_expr(texts[0], operand_dtype, i.dtype)}")
             return
         if _checks_divisor(i):
             zero = self.temp("zero")
@@ -517,22 +508,17 @@ class _Writer(ins.InstrWalker):
         dsts = [self.name("value", d) for d in i.dsts]
         for d in i.dsts:
             self.dims[d] = frozenset({self.xaxis})
-        if kind == "welford" and a in self.welford:
-            # the whole row at once: the mean, then the squared deviations from it (as exact
-            # as Welford's update, and no division per element)
-            x, m, r = self.welford[a], _IN_BLOCK, f"{self.raxis}, keep_dims=True"
-            mean, m2, n = dsts
-            self.emit(f"{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({t}), {r})")
-            self.emit(
-                f"{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {r}), tl.maximum({n}, 1.0))"
-            )
-            dev = self.temp("dev")
-            self.emit(f"{dev} = tl.where({m}, {x} - {mean}, 0.0)")
-            self.emit(f"{m2} = tl.sum({dev} * {dev}, {r})")
-        else:
-            pattern = _RESULT[kind]
-            combine = self.combine(kind, dtype) if "{combine}" in pattern else ""
-            self.emit(pattern.format(*dsts, a=a, r=self.raxis, combine=combine))
+        fields = _Fields(
+            lambda key: self.combine(kind, dtype) if key == "combine" else self.temp(key),
+            a=a,
+            r=str(self.raxis),
+            m=_IN_BLOCK,
+            t=t,
+            x=self.welford.get(a, ""),
+            **dict(zip(("mean", "m2", "n") if kind == "welford" else ("out",), dsts)),
+        )
+        for line in _RESULT["welford row" if a in self.welford else kind]:
+            self.emit(line.format_map(fields))
         for d, dt in zip(dsts, i.dtypes):
             want = compute_type(dt)
             if kind in ("argmax", "argmin") or want == t or dt.is_bool:
@@ -542,6 +528,9 @@ class _Writer(ins.InstrWalker):
 
 # a block's lanes that hold an element of the reduction: an output's, reading a reduced one
 _IN_BLOCK = "xmask & rmask"
+# the end of a tl.reduce of an accumulator's components: along the reduced axis, with the kind's
+# merge (:meth:`_Writer.combine`)
+_MERGED = ", {r}, {combine}, keep_dims=True)"
 
 # How a value ``{v}`` folds into accumulator ``{a}`` (of type ``{t}``) where ``{m}`` holds.
 # argmax/argmin keep the first index ``{ri}`` of the best value (NaN is the best); a persistent
@@ -569,29 +558,35 @@ _FOLD: dict[str, tuple[str, ...]] = {
     ),
 }
 
-# An accumulator's results ``{0}``, ``{1}`` …: along the reduced axis ``{r}``, tl.sum and
-# tl.max where they are exact, else tl.reduce over the state's components with the kind's merge.
-_RESULT = {
-    "sum": "{0} = tl.sum({a}, {r}, keep_dims=True)",
-    "any": "{0} = tl.max({a}.to(tl.int8), {r}, keep_dims=True) != 0",
-    **dict.fromkeys(("prod", "max", "min"), "{0} = tl.reduce({a}, {r}, {combine}, keep_dims=True)"),
-    **dict.fromkeys(
-        ("argmax", "argmin"), "_, {0} = tl.reduce(({a}, {a}_i), {r}, {combine}, keep_dims=True)"
+# An accumulator's results (``{out}``; welford's ``{mean}``, ``{m2}``, ``{n}``) along the reduced
+# axis ``{r}``: tl.sum and tl.max where they are exact, else tl.reduce over the state's components
+# with the kind's merge. A persistent welford has its whole row ``{x}`` at once: the mean, then
+# the squared deviations from it (as exact as Welford's update, and no division per element).
+_RESULT: dict[str, tuple[str, ...]] = {
+    "sum": ("{out} = tl.sum({a}, {r}, keep_dims=True)",),
+    "any": ("{out} = tl.max({a}.to(tl.int8), {r}, keep_dims=True) != 0",),
+    **dict.fromkeys(("prod", "max", "min"), ("{out} = tl.reduce({a}" + _MERGED,)),
+    **dict.fromkeys(("argmax", "argmin"), ("_, {out} = tl.reduce(({a}, {a}_i)" + _MERGED,)),
+    "welford": ("{mean}, {m2}, {n} = tl.reduce(({a}_mean, {a}_m2, {a}_n)" + _MERGED,),
+    "welford row": (
+        "{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({t}), {r}, keep_dims=True)",
+        "{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {r}, keep_dims=True), tl.maximum({n}, 1.0))",
+        "{dev} = tl.where({m}, {x} - {mean}, 0.0)",
+        "{m2} = tl.sum({dev} * {dev}, {r}, keep_dims=True)",
     ),
-    "welford": "{0}, {1}, {2} = tl.reduce(({a}_mean, {a}_m2, {a}_n), {r}, {combine}, keep_dims=True)",
 }
 
 
 class _Fields(dict[str, str]):
-    """The fields of a line of a table; one the caller does not give is a new temporary
-    (named after it), made when a line first names it, so a kernel has only those it uses."""
+    """The fields of a table's lines; one not given is made by ``make`` (a new temporary, a
+    combine function) when a line first names it, so a kernel has only those it uses."""
 
-    def __init__(self, temp: Callable[[str], str], **given: str) -> None:
+    def __init__(self, make: Callable[[str], str], **given: str) -> None:
         super().__init__(given)
-        self.temp = temp
+        self.make = make
 
     def __missing__(self, key: str) -> str:
-        self[key] = self.temp(key)
+        self[key] = self.make(key)
         return self[key]
 
 
@@ -607,8 +602,7 @@ def render_kernel(
     cfg = cfg or block_schedule(plan)
     plan = lower(plan, ops.NATIVE_OPS)  # after the configuration, which counts the plan's ops
     w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
-    source = w.write()
-    return source, cfg, w.fails
+    return w.write(), cfg, w.fails
 
 
 def _checks_divisor(i: ins.Instr) -> bool:
@@ -691,7 +685,6 @@ def render_program(
     """The module of every kernel of ``plan``, and each kernel's configuration and whether it
     takes the error buffer. ``configs``: configurations to use instead of the chosen ones, by
     kernel (for tuning)."""
-
     parts = [HEADER]
     chosen: dict[str, tuple[BlockSchedule, bool]] = {}
     for position, k in enumerate(plan.kernels()):
@@ -706,9 +699,4 @@ def render_program(
     return "".join(parts), chosen
 
 
-__all__ = [
-    "jit_name",
-    "launcher",
-    "render_kernel",
-    "render_program",
-]
+__all__ = ["jit_name", "launcher", "render_kernel", "render_program"]
