@@ -1,24 +1,18 @@
 """Kernel plans as Triton: one ``@triton.jit`` function and one launcher per plan, every kernel
 of a program in one module.
 
-A plan is a scalar loop nest; a Triton program computes a *block* of it. How the loops map to
-blocks is the kernel's block schedule (:class:`~fir.backends.plan.block_schedule.BlockSchedule`),
-decided in ``backends/plan/block_schedule.py``: layout, the order of the
-loops in the flat index, the reduction's strategy, block sizes and warps. This module writes
-what the schedule says and decides none of it:
+A plan is a scalar loop nest; a Triton program computes a *block* of it, as the kernel's block
+schedule says (:class:`~fir.backends.plan.block_schedule.BlockSchedule`: the layout, the order of
+the loops in the flat index, a reduction's strategy, block sizes and warps are decided there,
+none of it here). This module writes it:
 
-* **pointwise**: the pointwise loops flattened into one index, ``XBLOCK`` elements per program
-  (1-D), each loop variable recovered by division and remainder;
-* **tiled** (the plan's ``tile`` hint: two accesses disagree on the contiguous loop, as in
-  ``x + y.t()``): a ``YBLOCK x XBLOCK`` tile over the two loops, the inner one on the fast axis,
-  so that Triton moves the transposed side through shared memory and both sides stay coalesced;
-  other pointwise loops go to the grid's third axis;
-* **reduction**: ``XBLOCK`` outputs (axis 0) by ``RBLOCK`` reduced elements (axis 1). When the
-  whole reduced row fits in a block (``RBLOCK >= rnumel``, ``PERSISTENT_MAX``) the
-  reduction is *persistent*: each pass of the plan over the row is straight-line code over
+* **pointwise**: each loop variable recovered from the flat index by division and remainder;
+* **tiled**: the tile's inner loop on the fast axis, so that Triton moves the transposed side
+  through shared memory and both sides stay coalesced;
+* **reduction**: *persistent*, each pass of the plan over the row is straight-line code over
   registers, a value that a later pass reads again (the plan's scratch rows) stays in
   registers, and a load that a later pass repeats is not issued again, so softmax reads its row
-  from memory once. Otherwise each pass is a loop over the row in blocks, with accumulators as
+  from memory once; *looped*, each pass is a loop over the row in blocks, with accumulators as
   tiles merged at the end with ``tl.reduce`` (every kind: NaN-propagating max/min, first-index
   argmax/argmin, Welford with Chan's merge).
 
@@ -27,7 +21,7 @@ reduced loop is one row of the block (``[1, RBLOCK]``), loaded once for every ou
 program; masks are those of the axes an access uses. Indirect indices are checked: an index
 outside its bound writes the plan's error code and the index to the kernel's error buffer and
 reads nothing (the runtime raises, naming the kernel and buffer); an integer division by zero
-writes code -1.
+writes ``DIVISION_BY_ZERO`` less the kernel's position in its program.
 """
 
 from __future__ import annotations
@@ -601,7 +595,7 @@ def render_kernel(
     that share storage with another argument (an in-place result)."""
     cfg = cfg or block_schedule(plan)
     plan = lower(plan, ops.NATIVE_OPS)  # after the configuration, which counts the plan's ops
-    w = _Writer(plan, cfg, div_code=-1 - position, aliased=aliased)
+    w = _Writer(plan, cfg, div_code=ins.DIVISION_BY_ZERO - position, aliased=aliased)
     return w.write(), cfg, w.fails
 
 
