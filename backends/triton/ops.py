@@ -4,83 +4,54 @@ and what each reduction kind starts from.
 Entries are ``str.format`` patterns over operand names (``{0}``, ``{1}``, ``{2}``); the helpers
 they call (``fir_*``) are ``@triton.jit`` functions of :mod:`.helpers`, written once for every
 dtype where the semantics differ (NaN-propagating ``maximum``). Ops missing here (``floordiv``,
-``sigmoid`` …) reach the renderer written with others (:mod:`fir.backends.plan.lowering`). Math goes
-through libdevice (``ld.*``), floor and ceil through helpers that keep subnormals (libdevice flushes them); division and square root of f32 are IEEE's (``tl.div_rn``,
-``tl.sqrt_rn``: Triton's ``/`` on f32 is CUDA's approximate one, and libdevice's ``sqrt`` flushes
-subnormals to zero, so ``rsqrt`` of 1e-40 would be inf). f16 and bf16 values are computed in f32: loads widen, stores narrow, a ``cast`` to
-them rounds.
+``sigmoid`` …) reach the renderer written with others (:mod:`fir.backends.plan.lowering`). Math
+goes through libdevice (``ld.*``), floor and ceil through helpers that keep subnormals
+(libdevice flushes them); division and square root of f32 are IEEE's (``tl.div_rn``,
+``tl.sqrt_rn``: Triton's ``/`` on f32 is CUDA's approximate one, and libdevice's ``sqrt``
+flushes subnormals to zero, so ``rsqrt`` of 1e-40 would be inf). f16 and bf16 values are
+computed in f32: loads widen, stores narrow, a ``cast`` to them rounds.
 """
 
 from __future__ import annotations
 
 import math
 
-from fir.ir.accumulators import merge, state
+from fir.ir.accumulators import extreme, merge, state
 from fir.ir.dtypes import DType, round_to, torch_name
 from fir.ir.graph import Literal
 
+# op -> the operator between its two operands
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<="}
+_INFIX |= {"gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+# op -> ld.OP(operands), libdevice's function of the op's name: one operand, two operands
+_LIBDEVICE = (
+    "trunc exp exp2 expm1 log log2 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh "
+    "atanh erf erfc erfinv"
+)
+_LIBDEVICE2 = "fmod pow atan2 hypot copysign"
 # Elementwise ops over float (or any) operands.
 OPS: dict[str, str] = {
-    "add": "{0} + {1}",
-    "sub": "{0} - {1}",
-    "mul": "{0} * {1}",
+    **{op: f"{{0}} {sign} {{1}}" for op, sign in _INFIX.items()},
+    **{op: f"ld.{op}({{0}})" for op in _LIBDEVICE.split()},
+    **{op: f"ld.{op}({{0}}, {{1}})" for op in _LIBDEVICE2.split()},
+    **{op: f"fir_{op}({{0}})" for op in ("floor", "ceil", "lgamma", "digamma")},
+    **{op: f"fir_{op}({{0}}, {{1}})" for op in ("shl", "shr")},
     "div": "tl.div_rn({0}, {1})",
     "neg": "-{0}",
     "abs": "tl.abs({0})",
     "maximum": "fir_max({0}, {1})",
     "minimum": "fir_min({0}, {1})",
-    "fmod": "ld.fmod({0}, {1})",
-    "pow": "ld.pow({0}, {1})",
-    "atan2": "ld.atan2({0}, {1})",
-    "hypot": "ld.hypot({0}, {1})",
-    "copysign": "ld.copysign({0}, {1})",
-    "floor": "fir_floor({0})",
-    "ceil": "fir_ceil({0})",
     "round": "ld.rint({0})",
-    "trunc": "ld.trunc({0})",
-    "exp": "ld.exp({0})",
-    "exp2": "ld.exp2({0})",
-    "expm1": "ld.expm1({0})",
-    "log": "ld.log({0})",
-    "log2": "ld.log2({0})",
-    "log10": "ld.log10({0})",
-    "log1p": "ld.log1p({0})",
     "sqrt": "tl.sqrt_rn({0})",
     "sin": "tl.sin({0})",
     "cos": "tl.cos({0})",
-    "tan": "ld.tan({0})",
-    "asin": "ld.asin({0})",
-    "acos": "ld.acos({0})",
-    "atan": "ld.atan({0})",
-    "sinh": "ld.sinh({0})",
-    "cosh": "ld.cosh({0})",
-    "tanh": "ld.tanh({0})",
-    "asinh": "ld.asinh({0})",
-    "acosh": "ld.acosh({0})",
-    "atanh": "ld.atanh({0})",
-    "erf": "ld.erf({0})",
-    "erfc": "ld.erfc({0})",
-    "erfinv": "ld.erfinv({0})",
-    "lgamma": "fir_lgamma({0})",
-    "digamma": "fir_digamma({0})",
     "isnan": "{0} != {0}",
     "signbit": "ld.signbit({0}) != 0",
-    "eq": "{0} == {1}",
-    "ne": "{0} != {1}",
-    "lt": "{0} < {1}",
-    "le": "{0} <= {1}",
-    "gt": "{0} > {1}",
-    "ge": "{0} >= {1}",
     "logical_not": "{0} == 0",
     "logical_and": "({0} != 0) & ({1} != 0)",
     "logical_or": "({0} != 0) | ({1} != 0)",
     "logical_xor": "({0} != 0) ^ ({1} != 0)",
     "bitwise_not": "~{0}",
-    "bitwise_and": "{0} & {1}",
-    "bitwise_or": "{0} | {1}",
-    "bitwise_xor": "{0} ^ {1}",
-    "shl": "fir_shl({0}, {1})",
-    "shr": "fir_shr({0}, {1})",
     "where": "tl.where({0}, {1}, {2})",
 }
 
@@ -97,10 +68,7 @@ INT_OPS: dict[str, str] = {
     "abs": "tl.where({0} < 0, -{0}, {0})",
     "maximum": "tl.maximum({0}, {1})",
     "minimum": "tl.minimum({0}, {1})",
-    "floor": "{0}",
-    "ceil": "{0}",
-    "round": "{0}",
-    "trunc": "{0}",
+    **dict.fromkeys(("floor", "ceil", "round", "trunc"), "{0}"),
 }
 BOOL_OPS: dict[str, str] = {
     "bitwise_not": "{0} == 0",
@@ -133,9 +101,8 @@ def combine_source(name: str, kind: str, dtype: DType) -> str:
     each a line of the tables."""
     comps = state(kind, dtype)
     types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
-    params = list(types)
     spec = merge(kind, dtype)
-    lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
+    lines = ["@triton.jit", f"def {name}({', '.join(types)}):"]
     for step in spec.steps:
         named = next(a for a in step.args if isinstance(a, str))
         operand = step.dtype if step.op == "where" else types[named]
@@ -184,9 +151,8 @@ def float_to_int(value: str, target: DType, wide: bool = False) -> str:
     if via is DType.I64:
         out = f"tl.where({value} != {value}, 0, ld.{kind}2ll_rz({value}))"
         return out if via is target else f"{out}.to({TL[target]})"
-    bits = 8 * via.itemsize
-    top = float(2 ** (bits - 1))  # exact in f32 and f64: the comparisons are exact
-    largest, smallest = 2 ** (bits - 1) - 1, -(2 ** (bits - 1))
+    smallest, largest = extreme(via, lowest=True), extreme(via, lowest=False)
+    top = float(-smallest)  # a power of two, exact in f32 and f64: the comparisons are exact
     t = TL[via]
     inside = f"tl.where(({value} >= {-top!r}) & ({value} < {top!r}), {value}, 0.0).to({t})"
     return (
@@ -217,10 +183,8 @@ def scalar(lit: Literal | bool | int | float | None, dtype: DType, exact: bool =
     v = float(value)
     if exact:
         v = round_to(v, dtype)
-    if math.isnan(v):
-        return "float('nan')"
-    if math.isinf(v):
-        return "float('inf')" if v > 0 else "float('-inf')"
+    if not math.isfinite(v):
+        return f"float('{v}')"  # nan, inf or -inf
     return repr(v if dtype is DType.F64 else round_to(v, DType.F32))
 
 

@@ -795,6 +795,13 @@ def test_gather_by_a_proven_index_has_no_check() -> None:
         short.synchronize()  # type: ignore[attr-defined]  # a GPU reports at the next call
 
 
+def test_the_renderer_has_a_handler_for_every_instruction() -> None:
+    from fir.backends.plan.instructions import missing_handlers
+    from fir.backends.triton.render import _Writer
+
+    assert missing_handlers(_Writer) == []
+
+
 TRACED_ROWS = """
 func @softmax_rows(%x: f32[s0, s1]) -> (f32[s0, s1]) attributes {size_hints = [["s0", 6], ["s1", 24]]} {
   %s = softmax %x {dim = -1} : f32[s0, s1]
