@@ -30,11 +30,13 @@ KINDS = ("sum", "prod", "max", "min", "any", "argmax", "argmin", "welford")
 
 @dataclass(frozen=True)
 class Component:
-    """One component of a reduction's state: its dtype and its start value (a Python number:
-    ``-inf``/``inf`` for float extremes, ``True``/``False`` for bools)."""
+    """One component of a reduction's state: its dtype, its start value (a Python number:
+    ``-inf``/``inf`` for float extremes, ``True``/``False`` for bools), and whether it is a
+    result of the reduction (an argmax gives its index, not its value)."""
 
     dtype: DType
     start: float | int | bool
+    result: bool = True
 
 
 def state(kind: str, dtype: DType) -> tuple[Component, ...]:
@@ -48,8 +50,9 @@ def state(kind: str, dtype: DType) -> tuple[Component, ...]:
     if kind == "any":
         return (Component(DType.BOOL, False),)
     if kind in ("max", "min", "argmax", "argmin"):
-        value = Component(dtype, extreme(dtype, lowest=kind in ("max", "argmax")))
-        return (value, Component(DType.I64, -1)) if kind.startswith("arg") else (value,)
+        arg = kind.startswith("arg")
+        value = Component(dtype, extreme(dtype, lowest=kind in ("max", "argmax")), not arg)
+        return (value, Component(DType.I64, -1)) if arg else (value,)
     if kind == "welford":
         t = DType.F64 if dtype in (DType.F64, DType.I64, DType.I32) else DType.F32
         return (Component(t, 0.0),) * 3

@@ -323,12 +323,9 @@ class Emitter(ins.InstrWalker):
         self.emit(ops.update(acc.kind, acc.dtype, names, value, position, acc.uniform or ""))
 
     def on_acc_result(self, i: ins.AccResult) -> None:
-        """Welford's results are its three components; any other kind's, its last."""
         acc = self.accs[i.acc]
-        pairs = list(zip(acc.comps, self.state(acc)))
-        for dst, dtype, (c, value) in zip(
-            i.dsts, i.dtypes, pairs if acc.kind == "welford" else pairs[-1:]
-        ):
+        results = [(c, value) for c, value in zip(acc.comps, self.state(acc)) if c.result]
+        for dst, dtype, (c, value) in zip(i.dsts, i.dtypes, results):
             if c.dtype is not dtype or dtype.is_narrow_float:
                 value = CASTS[dtype].format(value)
             self.define(dst, value)
