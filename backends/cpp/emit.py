@@ -123,10 +123,9 @@ class Emitter(ins.InstrWalker):
                 self.dtypes[d] = DType.I64 if isinstance(i, ins.CheckIndex) else dtypes[d]
                 add("value", d)
             if isinstance(i, ins.AccInit):
-                base = add("value", i.acc)
-                self.accs[i.acc] = Acc(base, i.kind, i.dtype)
-                for suffix in (*SUFFIXES.get(i.kind, ("",)), "_cnt", "_inv"):
-                    self.names.taken |= {base + suffix, base + suffix + "_v", base + suffix + "_t"}
+                acc = self.accs[i.acc] = Acc(add("value", i.acc), i.kind, i.dtype)
+                for n in (*acc.names, acc.name + "_cnt", acc.name + "_inv"):
+                    self.names.taken |= {n, n + "_v", n + "_t"}  # lanes, threads
         for a in self.plan.args:
             add("buffer", a.name)
         self.scratch = {sc.name for sc in self.plan.scratch}
@@ -143,9 +142,7 @@ class Emitter(ins.InstrWalker):
         return self.refs.get(name) or self.names("value", name)
 
     def operand(self, o: ins.Operand, dtype: DType, exact: bool = False) -> str:
-        if isinstance(o, Literal):
-            return literal(o, dtype, exact)
-        return self.ref(o)
+        return literal(o, dtype, exact) if isinstance(o, Literal) else self.ref(o)
 
     def index(self, e: object, at: dict[str, str] | None = None) -> str:
         """Index ``e`` in C++; ``at`` renames symbols (a loop variable -> its block's start)."""
@@ -255,7 +252,7 @@ class Emitter(ins.InstrWalker):
 
     def on_compute(self, i: ins.Compute) -> None:
         dtype = self.operand_dtype(i)
-        integer = not dtype.is_float and not dtype.is_bool
+        integer = dtype.is_int
         # the interpreter makes a tensor of the operands' dtype of a leading literal (and of
         # where's data), and hands a trailing literal to torch as a Python scalar
         exact = i.op == "where" or isinstance(i.args[0], Literal)
