@@ -21,7 +21,7 @@ The rules follow PyTorch's:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .dtypes import DType
 
@@ -30,11 +30,13 @@ KINDS = ("sum", "prod", "max", "min", "any", "argmax", "argmin", "welford")
 
 @dataclass(frozen=True)
 class Component:
-    """One component of a reduction's state: its dtype and its start value (a Python number:
-    ``-inf``/``inf`` for float extremes, ``True``/``False`` for bools)."""
+    """One component of a reduction's state: its dtype, its start value (a Python number:
+    ``-inf``/``inf`` for float extremes, ``True``/``False`` for bools), and whether it is a
+    result of the reduction (an argmax gives its index, not its value)."""
 
     dtype: DType
     start: float | int | bool
+    result: bool = True
 
 
 def state(kind: str, dtype: DType) -> tuple[Component, ...]:
@@ -48,8 +50,9 @@ def state(kind: str, dtype: DType) -> tuple[Component, ...]:
     if kind == "any":
         return (Component(DType.BOOL, False),)
     if kind in ("max", "min", "argmax", "argmin"):
-        value = Component(dtype, extreme(dtype, lowest=kind in ("max", "argmax")))
-        return (value, Component(DType.I64, -1)) if kind.startswith("arg") else (value,)
+        arg = kind.startswith("arg")
+        value = Component(dtype, extreme(dtype, lowest=kind in ("max", "argmax")), not arg)
+        return (value, Component(DType.I64, -1)) if arg else (value,)
     if kind == "welford":
         t = DType.F64 if dtype in (DType.F64, DType.I64, DType.I32) else DType.F32
         return (Component(t, 0.0),) * 3
@@ -90,10 +93,12 @@ class Step:
 class Merge:
     """How two states of a reduction combine into one (threads, vector lanes, the elements of
     a ``tl.reduce``): ``steps`` in order, then ``results``, the name each component takes
-    from (a step's ``dst`` or an ``a``/``b`` component)."""
+    from (a step's ``dst`` or an ``a``/``b`` component). ``guard`` (only :func:`update`'s):
+    a bool step; the state takes the results only where it holds, and stays elsewhere."""
 
     steps: tuple[Step, ...]
     results: tuple[str, ...]
+    guard: str | None = None
 
 
 def merge(kind: str, dtype: DType) -> Merge:
@@ -162,3 +167,48 @@ def merge(kind: str, dtype: DType) -> Merge:
             ("mean_", "m2_", "n"),
         )
     raise KeyError(f"unknown reduction kind '{kind}'")
+
+
+def update(kind: str, dtype: DType, uniform: bool = False) -> Merge:
+    """How one more value ``v`` (in the dtype of the state's first component: a renderer
+    converts it) at position ``i`` updates a state of a ``kind`` reduction over ``dtype``:
+    :func:`merge`'s rules, cheaper, as a loop meets its positions in increasing order.
+
+    * sum, prod, max, min, any: the merge, ``v`` as the other state;
+    * argmax/argmin: ``v`` and ``i`` replace a state they beat (NaN beats a number: tested for
+      every dtype, an integer is never NaN) or an empty one; a tie keeps the earlier position;
+    * welford: Welford's online mean, and M2 from the deviations from the old and the new
+      mean (the steps after ``mean`` read the new one). ``uniform``: every lane of a block
+      has seen as many values, so the caller keeps the count and gives its reciprocal
+      ``inv``: a multiplication per element instead of a division.
+
+    The steps name ``v``, ``i``, ``inv`` besides the state's ``a0`` … and earlier steps."""
+    t = state(kind, dtype)[0].dtype
+    b = DType.BOOL
+    if kind in ("argmax", "argmin"):
+        steps = (
+            Step("better", "gt" if kind == "argmax" else "lt", ("v", "a0"), b),
+            Step("v_nan", "isnan", ("v",), b),
+            Step("a_nan", "isnan", ("a0",), b),
+            Step("a_num", "logical_not", ("a_nan",), b),
+            Step("nan_wins", "logical_and", ("v_nan", "a_num"), b),
+            Step("wins", "logical_or", ("better", "nan_wins"), b),
+            Step("a_empty", "lt", ("a1", 0), b),
+            Step("take", "logical_or", ("wins", "a_empty"), b),
+        )
+        return Merge(steps, ("v", "i"), guard="take")
+    if kind == "welford":
+        count = () if uniform else (Step("n", "add", ("a2", 1), t),)
+        share = ("d", "inv") if uniform else ("d", "n")
+        steps = (
+            *count,
+            Step("d", "sub", ("v", "a0"), t),
+            Step("shift", "mul" if uniform else "div", share, t),
+            Step("mean", "add", ("a0", "shift"), t),
+            Step("dev", "sub", ("v", "mean"), t),
+            Step("spread", "mul", ("d", "dev"), t),
+            Step("m2", "add", ("a1", "spread"), t),
+        )
+        return Merge(steps, ("mean", "m2", "a2" if uniform else "n"))
+    (step,) = merge(kind, dtype).steps
+    return Merge((replace(step, args=("a0", "v")),), (step.dst,))

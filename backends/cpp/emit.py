@@ -9,23 +9,9 @@ from __future__ import annotations
 
 import re
 
-# returned with error value 0 by an integer division by zero (codes from the plan are positive)
-from fir.backends.plan import DIVISION_BY_ZERO  # noqa: E402  (one definition for every back end)
+from fir.backends.plan import DIVISION_BY_ZERO  # an int division by zero's error, every back end's
+from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import IndexSyntax, print_index
-from fir.backends.plan.instructions import (
-    DIVIDES,
-    AccInit,
-    AccResult,
-    Accumulate,
-    CheckIndex,
-    Compute,
-    Constant,
-    IndexValue,
-    Instr,
-    Load,
-    Operand,
-    Store,
-)
 from fir.backends.plan.kernel import KernelPlan
 from fir.backends.plan.loop_tree import defines
 from fir.backends.plan.lowering import defined
@@ -34,21 +20,8 @@ from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
-from .ops import (
-    CASTS,
-    CTYPE,
-    INT_OPS,
-    LOGICAL,
-    OPS,
-    SUFFIXES,
-    c_int,
-    combine,
-    literal,
-    load_expr,
-    start_value,
-    store_expr,
-    update,
-)
+from . import ops
+from .ops import CASTS, CTYPE, SUFFIXES, literal, start_value, store_expr
 
 _RESERVED_WORDS = (
     "auto bool break case catch char class const continue default delete do double else enum "
@@ -95,7 +68,7 @@ class Names:
 
 # index expressions: C++'s ``/`` and ``%`` where the dividend cannot be negative, else the
 # prelude's floor-rounding helpers (:mod:`fir.backends.plan.index_text`)
-C_SYNTAX = IndexSyntax("C++", c_int, "/", "%", "fir_idiv", "fir_imod", "fir_imin", "fir_imax")
+C_SYNTAX = IndexSyntax("C++", ops.c_int, "/", "%", "fir_idiv", "fir_imod", "fir_imin", "fir_imax")
 
 
 class Acc:
@@ -111,7 +84,7 @@ class Acc:
         self.uniform: str | None = None  # 1 / count while every lane saw as many (Welford)
 
 
-class Emitter:
+class Emitter(ins.InstrWalker):
     def __init__(self, plan: KernelPlan) -> None:
         self.plan = plan
         self.lines: list[str] = []
@@ -128,10 +101,11 @@ class Emitter:
         # while a loop converts f16 in blocks (:meth:`loops.KernelWriter.f16_block`): the local
         # arrays, indexed by the lane ``l``, that loads read from and stores write to
         self.f16_in: dict[str, str] = {}  # load's value -> array
-        self.f16_out: dict[Store, str] = {}
+        self.f16_out: dict[ins.Store, str] = {}
         self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.tiled)
         self.turned: dict[str, str] = {}  # a load -> its element of a turned tile (.turn)
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
+        self.exit_ = "continue;"  # how a failed check leaves: :meth:`instr` sets it
         self._name_everything()
         self.int_values = int_values(plan)  # an integer division by them may fail
         self.fails = any(can_fail(i, self.int_values) for i in plan.instrs)
@@ -147,13 +121,12 @@ class Emitter:
             add("size", s)
         for i in self.plan.instrs:
             for d in defines(i):
-                self.dtypes[d] = DType.I64 if isinstance(i, CheckIndex) else dtypes[d]
+                self.dtypes[d] = DType.I64 if isinstance(i, ins.CheckIndex) else dtypes[d]
                 add("value", d)
-            if isinstance(i, AccInit):
-                base = add("value", i.acc)
-                self.accs[i.acc] = Acc(base, i.kind, i.dtype)
-                for suffix in (*SUFFIXES.get(i.kind, ("",)), "_cnt", "_inv"):
-                    self.names.taken |= {base + suffix, base + suffix + "_v", base + suffix + "_t"}
+            if isinstance(i, ins.AccInit):
+                acc = self.accs[i.acc] = Acc(add("value", i.acc), i.kind, i.dtype)
+                for n in (*acc.names, acc.name + "_cnt", acc.name + "_inv"):
+                    self.names.taken |= {n, n + "_v", n + "_t"}  # lanes, threads
         for a in self.plan.args:
             add("buffer", a.name)
         self.scratch = {sc.name for sc in self.plan.scratch}
@@ -169,10 +142,8 @@ class Emitter:
     def ref(self, name: str) -> str:
         return self.refs.get(name) or self.names("value", name)
 
-    def operand(self, o: Operand, dtype: DType, exact: bool = False) -> str:
-        if isinstance(o, Literal):
-            return literal(o, dtype, exact)
-        return self.ref(o)
+    def operand(self, o: ins.Operand, dtype: DType, exact: bool = False) -> str:
+        return literal(o, dtype, exact) if isinstance(o, Literal) else self.ref(o)
 
     def index(self, e: object, at: dict[str, str] | None = None) -> str:
         """Index ``e`` in C++; ``at`` renames symbols (a loop variable -> its block's start)."""
@@ -215,54 +186,48 @@ class Emitter:
         else:
             self.emit(f"const {CTYPE[self.dtypes[name]]} {self.ref(name)} = {expr};")
 
-    def fail(self, code: str, value: str, exit_: str) -> str:
-        if exit_.startswith("goto"):
+    def fail(self, code: str, value: str) -> str:
+        if self.exit_.startswith("goto"):
             self.uses_done = True
-        return f"{{ fir_fail(&fir_err, &fir_errv, {code}, {value}); {exit_} }}"
+        return f"{{ fir_fail(&fir_err, &fir_errv, {code}, {value}); {self.exit_} }}"
 
-    def instr(self, i: Instr, exit_: str) -> None:
+    def instr(self, i: ins.Instr, exit_: str) -> None:
         """Emit ``i``; ``exit_`` leaves the current iteration when a check fails."""
-        if isinstance(i, Load):
-            self.load(i)
-        elif isinstance(i, Compute):
-            self.compute(i, exit_)
-        elif isinstance(i, Constant):
-            self.define(i.dst, literal(i.value, i.dtype, exact=True))
-        elif isinstance(i, IndexValue):
-            value = self.index(i.index)
-            if i.dtype is not DType.I64:
-                value = CASTS[i.dtype].format(f"int64_t({value})")
-            self.define(i.dst, value)
-        elif isinstance(i, CheckIndex):
-            sym, src = self.ref(i.symbol), f"int64_t({self.ref(i.src)})"
-            out = f"{sym} < 0 || {sym} >= {self.index(i.bound)}"
-            if i.proven or i.mask is None:
-                self.define(i.symbol, src)
-            else:  # checked where its loads read; 0 (read by none of them) elsewhere
-                mask = self.ref(i.mask)
-                self.define(i.symbol, f"({mask} ? {src} : int64_t(0))")
-                out = f"{mask} && ({out})"
-            if not i.proven:
-                self.emit(f"if ({out}) " + self.fail(str(i.code), sym, exit_))
-        elif isinstance(i, AccInit):
-            self.declare(self.accs[i.acc])
-        elif isinstance(i, Accumulate):
-            self.accumulate(i)
-        elif isinstance(i, AccResult):
-            self.acc_result(i)
-        elif isinstance(i, Store):
-            self.store(i)
-        else:  # pragma: no cover - INSTRUCTIONS lists every kind, a test checks the walk
-            raise TypeError(f"the C++ renderer has no rule for {type(i).__name__}")
+        self.exit_ = exit_
+        self.visit(i)
 
-    def load(self, i: Load) -> None:
+    def on_constant(self, i: ins.Constant) -> None:
+        self.define(i.dst, literal(i.value, i.dtype, exact=True))
+
+    def on_index_value(self, i: ins.IndexValue) -> None:
+        value = self.index(i.index)
+        if i.dtype is not DType.I64:
+            value = CASTS[i.dtype].format(f"int64_t({value})")
+        self.define(i.dst, value)
+
+    def on_check_index(self, i: ins.CheckIndex) -> None:
+        sym, src = self.ref(i.symbol), f"int64_t({self.ref(i.src)})"
+        out = f"{sym} < 0 || {sym} >= {self.index(i.bound)}"
+        if i.proven or i.mask is None:
+            self.define(i.symbol, src)
+        else:  # checked where its loads read; 0 (read by none of them) elsewhere
+            mask = self.ref(i.mask)
+            self.define(i.symbol, f"({mask} ? {src} : int64_t(0))")
+            out = f"{mask} && ({out})"
+        if not i.proven:
+            self.emit(f"if ({out}) " + self.fail(str(i.code), sym))
+
+    def on_acc_init(self, i: ins.AccInit) -> None:
+        self.declare(self.accs[i.acc])
+
+    def on_load(self, i: ins.Load) -> None:
         element = (
             self.turned.get(i.dst) or f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
         )
         if i.buffer in self.scratch:  # a scratch row holds values as computed
             self.define(i.dst, element)
             return
-        value = load_expr(i.dtype, element)
+        value = ops.load_expr(i.dtype, element)
         if i.dst in self.f16_in:  # converted with its block
             value = f"{self.f16_in[i.dst]}[l]"
         if i.mask is None and i.dtype.is_narrow_float and i.dst not in self.refs:
@@ -275,7 +240,7 @@ class Emitter:
             value = f"{mask} ? {value} : {other}"  # the load runs only where the mask holds
         self.define(i.dst, value)
 
-    def operand_dtype(self, i: Compute) -> DType:
+    def operand_dtype(self, i: ins.Compute) -> DType:
         """The dtype the operands of ``i`` share: the result's, except for comparisons and
         casts, whose operands say it (an operation on literals only goes by the literal)."""
         data = i.args[1:] if i.op == "where" else i.args
@@ -288,9 +253,9 @@ class Emitter:
         assert isinstance(lit, Literal)
         return {"bool": DType.BOOL, "int": DType.I64}.get(lit.kind, DType.F32)
 
-    def compute(self, i: Compute, exit_: str) -> None:
+    def on_compute(self, i: ins.Compute) -> None:
         dtype = self.operand_dtype(i)
-        integer = not dtype.is_float and not dtype.is_bool
+        integer = dtype.is_int
         # the interpreter makes a tensor of the operands' dtype of a leading literal (and of
         # where's data), and hands a trailing literal to torch as a Python scalar
         exact = i.op == "where" or isinstance(i.args[0], Literal)
@@ -298,7 +263,7 @@ class Emitter:
         for k, a in enumerate(i.args):
             d = DType.BOOL if (i.op == "where" and k == 0) else dtype
             text = self.operand(a, d, exact)
-            if i.op in LOGICAL and not d.is_bool:
+            if i.op in ops.LOGICAL and not d.is_bool:
                 text = f"fir_truth({text})"
             args.append(text)
         if i.op == "cast":
@@ -308,15 +273,14 @@ class Emitter:
                 self.rounds[i.dst] = args[0] if single else f"float({args[0]})"
                 self.bits[i.dst] = (i.dtype, store_expr(i.dtype, f"float({args[0]})"))
         else:
-            table = INT_OPS if integer and i.op in INT_OPS else OPS
-            expr = table[i.op].format(*args)
-        if i.op in DIVIDES and integer:
+            expr = ops.apply(i.op, args, integer)
+        if i.op in ins.DIVIDES and integer:
             b = i.args[1]
             if not (isinstance(b, Literal) and b.value not in (0, None, False)):
-                self.emit(f"if ({args[1]} == 0) " + self.fail(str(DIVISION_BY_ZERO), "0", exit_))
+                self.emit(f"if ({args[1]} == 0) " + self.fail(str(DIVISION_BY_ZERO), "0"))
         self.define(i.dst, expr)
 
-    def store(self, i: Store) -> None:
+    def on_store(self, i: ins.Store) -> None:
         element = f"{self.names('buffer', i.buffer)}[{self.index(i.index)}]"
         value = self.operand(i.value, i.dtype, exact=True)
         if i.buffer in self.scratch:  # a scratch row holds values as computed
@@ -349,22 +313,19 @@ class Emitter:
     def merge(self, acc: Acc, other: str) -> str:
         """The statement that merges the state ``NAME{other}`` (``_v[l]``) into ``acc``'s
         scalars."""
-        return combine(acc.kind, acc.dtype, acc.names, [n + other for n in acc.names])
+        return ops.combine(acc.kind, acc.dtype, acc.names, [n + other for n in acc.names])
 
-    def accumulate(self, i: Accumulate) -> None:
+    def on_accumulate(self, i: ins.Accumulate) -> None:
         acc = self.accs[i.acc]
         value = self.operand(i.value, i.dtype, exact=True)
         position = self.index(i.rindex) if i.rindex is not None else "0"
         names = self.state(acc)
-        self.emit(update(acc.kind, acc.dtype, names, value, position, acc.uniform or ""))
+        self.emit(ops.update(acc.kind, acc.dtype, names, value, position, acc.uniform or ""))
 
-    def acc_result(self, i: AccResult) -> None:
-        """Welford's results are its three components; any other kind's, its last."""
+    def on_acc_result(self, i: ins.AccResult) -> None:
         acc = self.accs[i.acc]
-        pairs = list(zip(acc.comps, self.state(acc)))
-        for dst, dtype, (c, value) in zip(
-            i.dsts, i.dtypes, pairs if acc.kind == "welford" else pairs[-1:]
-        ):
+        results = [(c, value) for c, value in zip(acc.comps, self.state(acc)) if c.result]
+        for dst, dtype, (c, value) in zip(i.dsts, i.dtypes, results):
             if c.dtype is not dtype or dtype.is_narrow_float:
                 value = CASTS[dtype].format(value)
             self.define(dst, value)

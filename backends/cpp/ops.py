@@ -2,7 +2,8 @@
 how each reduction kind's state (:mod:`fir.ir.accumulators`) is updated and merged.
 
 An entry is a ``str.format`` pattern over the operands (``{0}``, ``{1}``, ``{2}``), which are
-always names or literals, so no entry needs parentheses around its operands. The helpers the
+names or literals (or, in an accumulator's update, parenthesised where they need it), so no
+entry needs parentheses around its operands. The helpers the
 entries call (``fir_*``) are defined in :mod:`.prelude`, overloaded by type where the semantics
 differ (``fir_max`` of ints and of floats), so one line serves every dtype; the ops missing here
 (``floordiv``, ``sigmoid`` …) reach the renderer written with others
@@ -13,8 +14,10 @@ differ (``fir_max`` of ints and of floats), so one line serves every dtype; the 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
+from fir.ir import accumulators
 from fir.ir.accumulators import Component, extreme, merge, state
 from fir.ir.dtypes import DType, round_to
 from fir.ir.graph import Literal
@@ -48,6 +51,11 @@ OPS: dict[str, str] = {
     "where": "{0} ? {1} : {2}",
     "cast": "{cast}",  # the target dtype's entry of CASTS
 }
+# C++'s precedence of the entries, the most tightly binding first (calls: 0): where operands
+# are written inline (:func:`update`), those that bind more loosely than the op take parentheses
+_PRECEDENCE = "neg logical_not, mul div tdiv trem, add sub, lt le gt ge, eq ne logical_xor, "
+_PRECEDENCE += "bitwise_and, bitwise_xor, bitwise_or, logical_and, logical_or, where"
+BINDING = {op: k for k, ops in enumerate(_PRECEDENCE.split(","), 1) for op in ops.split()}
 
 # Integer operands: the ops whose C++ operators would overflow (undefined for signed types)
 # wrap as torch's do; abs of ints needs no float helper.
@@ -135,55 +143,78 @@ def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool 
 SUFFIXES = {"argmax": ("", "_i"), "argmin": ("", "_i"), "welford": ("_mean", "_m2", "_n")}
 
 
-def _pick(better: str) -> str:
-    # argmax/argmin: the first position of the best value; NaN counts as the best (torch)
-    return (
-        "if ({v} " + better + " {s} || (fir_isnan({v}) && !fir_isnan({s})) || {s_i} < 0) "
-        "{{ {s} = {v}; {s_i} = {i}; }}"
-    )
-
-
-# How a value ``{v}`` at position ``{i}`` of the reduced block updates a state of several
-# components ``{s}``, ``{s_i}`` …; a state of one component merges the value in (:func:`update`).
-UPDATES = {
-    "argmax": _pick(">"),
-    "argmin": _pick("<"),
-    # Welford's online mean and sum of squared deviations
-    "welford": "{{ {s_n} = {s_n} + 1; const auto d = {v} - {s_mean}; {s_mean} = {s_mean} + d / "
-    "{s_n}; {s_m2} = {s_m2} + d * ({v} - {s_mean}); }}",
-}
-# Welford's update where every lane has seen the same number of elements (the main loop of a
-# vectorised row): one reciprocal ``{inv}`` of the count per block instead of a division per
-# element
-UNIFORM = (
-    "{{ const auto d = {v} - {s_mean}; {s_mean} = {s_mean} + d * {inv}; "
-    "{s_m2} = {s_m2} + d * ({v} - {s_mean}); }}"
-)
-
-
 def start_value(c: Component) -> str:
-    """A state component's start value in C++."""
-    if c.dtype.is_bool:
-        return "true" if c.start else "false"
-    if c.dtype.is_float:
-        return literal(c.start, c.dtype) if math.isinf(c.start) else str(int(c.start))
+    """A state component's start value in C++ (a small integer bare: it converts exactly)."""
+    if c.dtype.is_bool or c.dtype.is_float and math.isinf(c.start):
+        return literal(c.start, c.dtype)
     for lowest, name in ((True, "fir_lowest"), (False, "fir_highest")):
         if c.start == extreme(c.dtype, lowest):  # a literal of the range's end overflows
             return f"{name}<{CTYPE[c.dtype]}>()"
-    return str(c.start)
+    return str(int(c.start))
 
 
 def update(kind: str, dtype: DType, names: Sequence[str], v: str, i: str, inv: str = "") -> str:
     """The statement by which value ``v`` at position ``i`` updates a state (its components'
-    C++ names); ``inv``: Welford's reciprocal of the count every lane shares."""
-    if kind in UPDATES:
-        comps = {"s" + x: n for x, n in zip(SUFFIXES[kind], names)}
-        return (UNIFORM if inv else UPDATES[kind]).format(**comps, v=v, i=i, inv=inv)
+    C++ names): the steps of :func:`fir.ir.accumulators.update`, a step read once written
+    into its reader, a result into its component once nothing reads the old value; ``inv``:
+    Welford's reciprocal of the count every lane shares."""
     if kind == "any":
         v = f"fir_truth({v})"
     elif kind in ("sum", "prod") and not dtype.is_float:  # in int64, wrapping
         v = f"int64_t({v})"
-    return combine(kind, dtype, names, [v])
+    spec = accumulators.update(kind, dtype, uniform=bool(inv))
+    # a name's C++ text and how tightly that binds (BINDING)
+    exprs = {f"a{k}": (n, 0) for k, n in enumerate(names)}
+    exprs |= {"v": (v, 0), "i": (i, BINDING["where"]), "inv": (inv, 0)}
+    reads = Counter([spec.guard, *(a for s in spec.steps for a in s.args if isinstance(a, str))])
+    lines: list[str] = []
+    pending: set[str] = set()  # steps written into a reader still to come
+    for n, step in enumerate(spec.steps):
+        parts = [exprs[a] if isinstance(a, str) else _number(a) for a in step.args]
+        text, binding = inline(step.op, parts, step.dtype.is_int)
+        pending.difference_update(step.args)
+        later = {a for s in spec.steps[n + 1 :] for a in s.args}
+        k = spec.results.index(step.dst) if step.dst in spec.results else -1
+        if k >= 0 and spec.guard is None and not pending and f"a{k}" not in later:
+            lines.append(f"{names[k]} = {text};")
+            exprs[step.dst] = (names[k], 0)
+        elif k < 0 and reads[step.dst] == 1:
+            exprs[step.dst] = (text, binding)
+            pending.add(step.dst)
+        else:
+            lines.append(f"const auto {step.dst} = {text};")
+            exprs[step.dst] = (step.dst, 0)
+    assigns = [f"{n} = {exprs[r][0]};" for n, r in zip(names, spec.results) if exprs[r][0] != n]
+    if spec.guard is not None:
+        assigns = [f"if ({exprs[spec.guard][0]}) {{ {' '.join(assigns)} }}"]
+    lines += assigns
+    return lines[0] if len(lines) == 1 else "{ " + " ".join(lines) + " }"
+
+
+def _number(a: float | int | bool) -> tuple[str, int]:
+    # an update's numbers: small integers, exact in any operand's type, so written bare
+    assert a == int(a), f"{a} in an accumulator update"
+    return c_int(int(a)), BINDING["neg"] if a < 0 else 0
+
+
+def inline(op: str, parts: Sequence[tuple[str, int]], integer: bool) -> tuple[str, int]:
+    """``op`` of operands (their C++ text, how tightly it binds), and how tightly the result
+    binds. An operand is parenthesised where C++ would group it otherwise, and a bitwise or
+    logical operator inside another, as GCC's -Wparentheses asks."""
+    outer = 0 if integer and op in INT_OPS else BINDING.get(op, 0)  # 0: a call
+    args = []
+    for k, (text, inner) in enumerate(parts):
+        left = k == 0 and len(parts) == 2  # C++'s binary operators group from the left
+        loose = inner > outer or (inner == outer and not left)
+        mixed = outer > inner >= BINDING["bitwise_and"]
+        args.append(f"({text})" if outer and inner and (loose or mixed) else text)
+    text = apply(op, args, integer)
+    return (text, parts[0][1]) if text == args[0] else (text, outer)  # an int's floor: itself
+
+
+def apply(op: str, args: Sequence[str], integer: bool) -> str:
+    """``op`` of ``args`` in C++; integer operands take INT_OPS's entry where it has one."""
+    return (INT_OPS if integer and op in INT_OPS else OPS)[op].format(*args)
 
 
 def combine(kind: str, dtype: DType, mine: Sequence[str], theirs: Sequence[str]) -> str:
@@ -196,8 +227,7 @@ def combine(kind: str, dtype: DType, mine: Sequence[str], theirs: Sequence[str])
     for step in spec.steps:
         operand = dtypes[next(a for a in step.args if isinstance(a, str))]
         args = [names[a] if isinstance(a, str) else literal(a, operand) for a in step.args]
-        table = INT_OPS if operand.is_int and step.op in INT_OPS else OPS
-        expr = table[step.op].format(*args)
+        expr = apply(step.op, args, operand.is_int)
         if len(spec.steps) == 1:  # sum, max …: one statement, as a person would write it
             return f"{mine[0]} = {expr};"
         names[step.dst], dtypes[step.dst] = "fir_m_" + step.dst, step.dtype

@@ -28,8 +28,8 @@ from fir.backends.cpp import (  # noqa: E402
 )
 from fir.backends.cpp import ops as cpp_ops  # noqa: E402
 from fir.backends.cpp.emit import Emitter  # noqa: E402
-from fir.backends.plan import INSTRUCTIONS, ExternStep, KernelStep, ProgramPlan, plan_module  # noqa: E402
-from fir.backends.plan.instructions import PLAN_OPS  # noqa: E402
+from fir.backends.plan import ExternStep, KernelStep, ProgramPlan, plan_module  # noqa: E402
+from fir.backends.plan.instructions import PLAN_OPS, missing_handlers  # noqa: E402
 from fir.backends.plan.lowering import LOWERINGS  # noqa: E402
 from fir.ir.dtypes import DType  # noqa: E402
 from fir.ir.graph import Literal  # noqa: E402
@@ -197,13 +197,44 @@ def test_every_reduction_kind_has_an_accumulator() -> None:
 
 
 def test_every_instruction_is_handled() -> None:
-    import inspect
+    # the loop tree consumes loop/end (nest.loop_tree): the walk handles every other kind
+    assert missing_handlers(Emitter, loops=False) == []
 
-    source = inspect.getsource(Emitter.instr)
-    for cls in INSTRUCTIONS:
-        if cls.__name__ in ("LoopBegin", "LoopEnd"):
-            continue  # the loop tree consumes them (nest.loop_tree)
-        assert f"isinstance(i, {cls.__name__})" in source, cls.__name__
+
+def test_accumulator_updates_are_written_from_the_shared_steps() -> None:
+    # fir.ir.accumulators.update's steps, each read once written into its reader
+    argmax = cpp_ops.update("argmax", DType.I32, ["s", "s_i"], "v", "i")
+    assert argmax == "if (v > s || (fir_isnan(v) && !fir_isnan(s)) || s_i < 0) { s = v; s_i = i; }"
+    names = ["m", "q", "n"]
+    assert cpp_ops.update("welford", DType.F32, names, "v", "i") == (
+        "{ n = n + 1; const auto d = v - m; m = m + d / n; q = q + d * (v - m); }"
+    )
+    assert cpp_ops.update("welford", DType.F32, names, "v", "i", "inv") == (
+        "{ const auto d = v - m; m = m + d * inv; q = q + d * (v - m); }"
+    )
+    assert cpp_ops.update("sum", DType.I8, ["s"], "v", "i") == "s = fir_wadd(s, int64_t(v));"
+    assert cpp_ops.update("any", DType.F32, ["s"], "v", "i") == "s = s || fir_truth(v);"
+
+
+def test_inline_operands_group_as_written() -> None:
+    level = cpp_ops.BINDING
+
+    def text(op: str, *parts: tuple[str, int]) -> str:
+        return cpp_ops.inline(op, parts, False)[0]
+
+    assert text("mul", ("a + b", level["add"]), ("c", 0)) == "(a + b) * c"
+    assert text("add", ("a * b", level["mul"]), ("c", 0)) == "a * b + c"
+    assert text("sub", ("a - b", level["sub"]), ("c - d", level["sub"])) == "a - b - (c - d)"
+    assert text("neg", ("-a", level["neg"])) == "-(-a)"
+    assert text("logical_or", ("a && b", level["logical_and"]), ("c < d", level["lt"])) == (
+        "(a && b) || c < d"  # as GCC's -Wparentheses asks
+    )
+    assert text("where", ("p ? a : b", level["where"]), ("c", 0), ("d", 0)) == "(p ? a : b) ? c : d"
+    # a call needs no parentheses inside; an integer's add wraps (a call), its floor is itself
+    assert (
+        cpp_ops.inline("add", [("a + b", level["add"]), ("c", 0)], True)[0] == "fir_wadd(a + b, c)"
+    )
+    assert cpp_ops.inline("floor", [("a + b", level["add"])], True) == ("a + b", level["add"])
 
 
 # ---------------------------------------------------------------------------------------------
