@@ -277,11 +277,17 @@ the generated code (`fir-translate --target cpp`):
   kernel ran at 2.8 ms with two `exp` per element, 2.4 ms with one (the plan keeps the first
   pass's `exp` in a scratch row). The division by the sum remains per element: multiplying by a
   reciprocal would be faster but not the interpreter's rounding.
-- **Transposed reads** (`transpose_add`): the kernel reads `y` with a gather along the
-  contiguous loop of `x` and `z`, in square tiles. 16 x 16 tiles visit each page of `y` for one
-  cache line: 3.8 ms; 32 x 32 tiles (two lines a page): 3.0-3.1 ms; 64 x 64: 3.6 ms. The
-  16-lane gathers of 512-bit vectors were slower than 8-lane ones (3.8-4.4 ms against
-  3.1-3.5 ms in interleaved runs), so tiled kernels prefer 256-bit vectors.
+- **Transposed reads** (`transpose_add`): the kernel runs in square tiles and reads `y` from a
+  turned copy of each tile: `fir_turn` (C++) or the LLVM renderer's `turn` copies the tile
+  transposed to a stack array, 8 x 8 blocks of 32-bit elements through register shuffles, and
+  the vectorised inner loop reads that array in order. With gathers instead (the vectoriser's,
+  along the inner loop), the best tiles were 32 x 32 on a 2-core Xeon (16 x 16: 3.8 ms, 32 x
+  32: 3.0-3.1 ms, 64 x 64: 3.6 ms), and on an AMD EPYC Zen 4 the program ran at 1.77x
+  Inductor's time. The kernel alone in a C++ harness (min of 30 calls, 1 / 2 threads): Zen 4,
+  gathers in 32 x 32 tiles 17 / 26 ms, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64
+  10 / 14 (a machine shared with other work); 16-core Xeon, gathers 7.0 / 4.0, turned 64 x 64
+  7.2 / 3.2. Turned tiles are 64 a side (`schedule.TURNED_SIDE`); elements of other sizes
+  keep the gathers, of 256-bit vectors (8-lane gathers measured faster than 16-lane ones).
 - **f16 output**: converting in the loop cost ~12 integer instructions per element; converting
   16 values per F16C instruction after a vectorised block took `pointwise_chain` from 1.56 ms to
   0.88 ms of kernel time.
@@ -301,9 +307,9 @@ SLOWER_BECAUSE = {
         "the input, allocates and calls the kernel through ctypes (4.4 us measured alone)"
     ),
     "transpose_add": (
-        "FIR reads the transposed input with 8-lane gathers in 32 x 32 tiles (its kernel alone: "
-        "3.0-3.5 ms in interleaved runs, where Inductor's whole call takes 3.3-3.7 ms); a "
-        "transpose of each tile in registers would remove the gathers"
+        "FIR reads the transposed input from a turned copy of each 64 x 64 tile, as Inductor "
+        "transposes its 16 x 16 tiles in registers; the gap left is in the tile walk, not "
+        "explained yet (see Transposed reads below)"
     ),
     "cross_entropy": (
         "FIR runs two kernels (the row logsumexp and gather, then the mean of 1,024 losses) "
