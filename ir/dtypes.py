@@ -123,6 +123,26 @@ def round_to(v: float, dtype: DType) -> float:
     return v if dtype is DType.F64 or math.isnan(v) else _f32(v)
 
 
+def int_to_float(v: int, dtype: DType) -> float:
+    """The integer ``v`` converted to the float ``dtype`` as PyTorch converts a Python integer
+    (``torch.tensor(v, dtype=...)``, what a masked load's integer ``other`` holds): within
+    int64, rounded to nearest (ties to even) from the integer itself to f32 or f64, and f16 and
+    bf16 through f32; past int64, through a double."""
+    if not -(1 << 63) <= v < 1 << 63:
+        try:
+            return round_to(float(v), dtype)
+        except OverflowError:
+            return math.copysign(math.inf, v)
+    bits, mag = (53 if dtype is DType.F64 else 24), abs(v)
+    drop = max(mag.bit_length() - bits, 0)
+    if drop:
+        q, r = divmod(mag, 1 << drop)
+        half = 1 << (drop - 1)
+        mag = (q + (r > half or (r == half and q & 1))) << drop
+    out = math.copysign(float(mag), v)  # exact: at most ``bits`` significant bits
+    return out if dtype in (DType.F32, DType.F64) else round_to(out, dtype)
+
+
 def _f32(v: float) -> float:
     try:
         return struct.unpack("<f", struct.pack("<f", v))[0]

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 import sympy
-from fir.ir.dtypes import DType
+from fir.ir.dtypes import DType, int_to_float
 from fir.ir.graph import Body, BodyOp, BodyOperand, BodyValue, Literal, LoopNode
 from fir.ir.symbolic import FloorDiv, Modulo, bounds, indirect_symbol, simplify_index
 
@@ -388,6 +388,10 @@ class BodyInliner:
                 value = self.op("constant", dtype, [value], dtype, op.loc)
             if own is not None:
                 other = op.other if op.other is not None else _zero(dtype)
+                if dtype.is_float and type(other.value) is int:
+                    # the value the load gave is of its buffer's dtype: an integer past what
+                    # the float holds exactly (or past int64) becomes that value here
+                    other = Literal(int_to_float(other.value, dtype))
                 value = self.op("where", dtype, [own, value, other], None, op.loc)
             env[op.result] = value
         y = node.body.result

@@ -151,3 +151,26 @@ def test_casts_of_literals_follow_the_rule(backend: str) -> None:
         prog = _compile(text, backend)
         got = [t.cpu() for t in prog(x.to(getattr(prog, "device", "cpu")))]
     assert [t.tolist() for t in got] == [[2**31 - 1] * 4, [0] * 4, [255] * 4, [-128] * 4]
+
+
+def test_an_integer_becomes_a_float_as_torch_converts_it() -> None:
+    # ir.dtypes.int_to_float (what an inlined masked load's integer `other` becomes) against
+    # torch.tensor(v, dtype=...): ties to even from the integer within int64, f16 and bf16
+    # through f32, a double past int64, infinity past the dtype's range
+    import random
+
+    from fir.ir.dtypes import int_to_float
+
+    rng = random.Random(0)
+    values = [0, 1, -1, 2**24 + 1, 2**24 + 3, -(2**53) - 1, 65519, 65520, 2**63 - 1, -(2**63)]
+    values += [2**80, -(2**80) - 12345, 2**1100]
+    for _ in range(3000):
+        v = rng.randint(-(1 << rng.randint(0, 200)), 1 << rng.randint(0, 200))
+        values.append(v)
+    for dtype in (DType.F16, DType.BF16, DType.F32, DType.F64):
+        for v in values:
+            try:
+                want = torch.tensor(v, dtype=dtype.to_torch()).item()
+            except (OverflowError, RuntimeError):
+                continue  # past what torch takes (a double's range)
+            assert int_to_float(v, dtype) == want, (dtype, v)

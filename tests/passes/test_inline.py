@@ -360,6 +360,35 @@ def test_random_inlinable_programs_keep_results(chunk: int) -> None:
 # structure
 
 
+@pytest.mark.parametrize("other", ["-1208925819614629174706176", "16777217", "-3", "2.5"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "f64"])
+def test_a_masked_load_of_an_inlined_buffer_keeps_its_other(other: str, dtype: str) -> None:
+    # the masked load's integer `other` becomes an operand of a `where` of the buffer's dtype:
+    # it must hold what the load gave (-2**80 overflowed the interpreter's `where`; 2**24 + 1
+    # is not an f32), found by test_random_loop_programs_keep_results
+    text = f"""
+func @f(%x: i64[4], %m: bool[4]) -> ({dtype}[4]) {{
+  %c = pointwise : {dtype}[4] over (i0 < 4) {{
+    %0 = load %x[i0]
+    %1 = cast %0 : {dtype}
+    yield %1
+  }}
+  %y = pointwise : {dtype}[4] over (i0 < 4) {{
+    %0 = load %m[i0]
+    %1 = load %c[i0] if %0 else {other}
+    yield %1
+  }}
+  return %y
+}}"""
+    m = parse_module(text)
+    inputs = [torch.tensor([1, -2, 3, 4]), torch.tensor([True, False, True, False])]
+    want = run_graph(m.funcs[0], inputs)
+    after = round_trip(InlinePass().apply(parse_module(text)))
+    assert not any(n.attrs.get("realized") is None for n in loop_nodes(after))
+    assert len(after.funcs[0].nodes) == 1, "the cast was inlined into its user"
+    torch.testing.assert_close(run_graph(after.funcs[0], inputs), want, rtol=0, atol=0)
+
+
 def test_long_chain_is_expanded_without_recursion() -> None:
     # 3000 nodes that only copy: no ops, so every node is inlined into the last one
     lines = ["func @chain(%x: f32[4]) -> (f32[4]) {"]
