@@ -37,22 +37,9 @@ from typing import Any
 import llvmlite.ir as ir
 import sympy
 from fir.backends.plan import KernelPlan
+from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.index_text import stride as index_stride
-from fir.backends.plan.instructions import (
-    DIVIDES,
-    AccInit,
-    AccResult,
-    Accumulate,
-    CheckIndex,
-    Compute,
-    Constant,
-    IndexValue,
-    Instr,
-    Load,
-    Operand,
-    Store,
-)
 from fir.backends.plan.loop_tree import (
     Item,
     Loop,
@@ -196,7 +183,7 @@ def storage_type(dtype: DType) -> ir.Type:
     return {DType.BOOL: I8, DType.F16: F16, DType.BF16: I16}.get(dtype) or value_type(dtype)
 
 
-class _Kernel:
+class _Kernel(ins.InstrWalker):
     def __init__(
         self,
         module: ir.Module,
@@ -329,7 +316,7 @@ class _Kernel:
             if isinstance(it, Loop):
                 self.loop(it)
             else:
-                getattr(self, "_" + type(it).__name__.lower())(it)
+                self.visit(it)
 
     # -- loops
 
@@ -428,17 +415,17 @@ class _Kernel:
         left out: they become registers before the vectoriser runs."""
         members = []
         for bb in blocks:
-            for ins in bb.instructions:
-                if not isinstance(ins, (ir.LoadInstr, ir.StoreInstr)):
+            for inst in bb.instructions:
+                if not isinstance(inst, (ir.LoadInstr, ir.StoreInstr)):
                     continue
-                ptr = ins.operands[0] if isinstance(ins, ir.LoadInstr) else ins.operands[1]
-                if id(ins) in self.accesses or id(ptr) in self.lane_ptrs or _constant_table(ptr):
-                    members.append(ins)
+                ptr = inst.operands[0] if isinstance(inst, ir.LoadInstr) else inst.operands[1]
+                if id(inst) in self.accesses or id(ptr) in self.lane_ptrs or _constant_table(ptr):
+                    members.append(inst)
                 elif not _scalar_slot(ptr):
                     return None
         group = _AccessGroup(self.m, [], name=str(len(self.m.metadata)))
-        for ins in members:
-            ins.set_metadata("llvm.access.group", group)
+        for inst in members:
+            inst.set_metadata("llvm.access.group", group)
         return group
 
     def interchanged(self, loops: list[Loop], order: list[str]) -> None:
@@ -487,7 +474,7 @@ class _Kernel:
         )
         r8, c8 = (b.and_(n, ir.Constant(I64, ~7)) for n in (rows, cols))
         zero = ir.Constant(I64, 0)
-        for ld in (i for i in walk(c.body) if isinstance(i, Load) and i.dst in turned):
+        for ld in (i for i in walk(c.body) if isinstance(i, ins.Load) and i.dst in turned):
             ty = storage_type(ld.dtype)
             tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
             tile.align = 64
@@ -543,7 +530,7 @@ class _Kernel:
         xb = self.syms[inner.var + ".c"]
         n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(hi, xb))
         for i in walk(inner.body):
-            if isinstance(i, AccInit):
+            if isinstance(i, ins.AccInit):
                 start = self.acc_start(i)
                 lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
                 self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
@@ -592,7 +579,7 @@ class _Kernel:
         self.lane_ptrs.add(id(p))
         return p
 
-    def _load(self, i: Load) -> None:
+    def on_load(self, i: ins.Load) -> None:
         b = self.b
         if i.dst in self.turned:  # from the turned tile (:meth:`turn`)
             dst, a_var, c_var, at, ct, side = self.turned[i.dst]
@@ -637,21 +624,21 @@ class _Kernel:
             return b.zext(v, I8)
         return v
 
-    def _store(self, i: Store) -> None:
+    def on_store(self, i: ins.Store) -> None:
         v = self.operand(i.value, i.dtype)
         st = self.b.store(
             self.narrow(v, i.dtype), self.b.gep(self.bufs[i.buffer], [self.index(i.index)])
         )
         self.accesses.add(id(st))
 
-    def _constant(self, i: Constant) -> None:
+    def on_constant(self, i: ins.Constant) -> None:
         self.vals[i.dst] = self.const(i.value.value, i.dtype)
         self.magnitude[i.dst] = self._bound(i.value)
 
-    def _indexvalue(self, i: IndexValue) -> None:
+    def on_index_value(self, i: ins.IndexValue) -> None:
         self.vals[i.dst] = self.convert(self.index(i.index), DType.I64, i.dtype)
 
-    def _checkindex(self, i: CheckIndex) -> None:
+    def on_check_index(self, i: ins.CheckIndex) -> None:
         b = self.b
         src = self.convert(self.vals[i.src], self.dtypes.get(i.src, DType.I64), DType.I64)
         if i.proven:
@@ -708,7 +695,7 @@ class _Kernel:
             return b.trunc(v, dt)
         return (b.sext if src.is_signed else b.zext)(v, dt)
 
-    def _compute(self, i: Compute) -> None:
+    def on_compute(self, i: ins.Compute) -> None:
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
         named = (self.dtypes[a] for a in i.args if isinstance(a, str))
@@ -738,7 +725,7 @@ class _Kernel:
             return abs(float(v)) if math.isfinite(float(v)) else math.inf
         return self.magnitude.get(a, math.inf) if isinstance(a, str) else math.inf
 
-    def _magnitude(self, i: Compute) -> float:
+    def _magnitude(self, i: ins.Compute) -> float:
         """A bound on ``|i|``'s result from its operands' bounds, where the op gives one
         (interval arithmetic on magnitudes; inf otherwise)."""
         bound = MAGNITUDE.get(i.op)
@@ -791,7 +778,7 @@ class _Kernel:
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
         unsigned = not src.is_signed
-        if op in DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
+        if op in ins.DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
             self.fail_if(
                 b.icmp_signed("==", a[1], ir.Constant(ty, 0)), "div.zero", DIVISION_BY_ZERO
             )
@@ -818,7 +805,7 @@ class _Kernel:
 
     # -- accumulators
 
-    def _accinit(self, i: AccInit) -> None:
+    def on_acc_init(self, i: ins.AccInit) -> None:
         init = self.acc_start(i)
         if i.acc in self.lane_accs:  # a column block's: this output's element of its arrays
             for c, p in zip(init, self.accs[i.acc][2]):
@@ -827,7 +814,7 @@ class _Kernel:
         self.accs[i.acc] = (i.kind, i.dtype, [self.slot(c.type, c) for c in init])
         self.acc_init[i.acc] = init
 
-    def acc_start(self, i: AccInit) -> list[Any]:
+    def acc_start(self, i: ins.AccInit) -> list[Any]:
         """The start value of each component of an accumulator's state
         (:func:`fir.ir.accumulators.state`)."""
         try:
@@ -835,7 +822,7 @@ class _Kernel:
         except KeyError:
             raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'") from None
 
-    def _accumulate(self, i: Accumulate) -> None:
+    def on_accumulate(self, i: ins.Accumulate) -> None:
         b = self.b
         kind, dtype, slots = self.accs[i.acc]
         v = self.operand(i.value, i.dtype)
@@ -883,7 +870,7 @@ class _Kernel:
         of elements at a time, each lane with its own state in a stack array, so the loop over
         the lanes has no loop-carried dependency and vectorises; the remainder updates the
         scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
-        accs = sorted({i.acc for i in lp.body if isinstance(i, Accumulate)})
+        accs = sorted({i.acc for i in lp.body if isinstance(i, ins.Accumulate)})
         lanes_n = self.schedule.lanes_for([self.accs[a][0] for a in accs], lp.size)
         if has_loops(lp.body) or not accs or not lanes_n:
             return False
@@ -951,11 +938,11 @@ class _Kernel:
         vals = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
         types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(state(kind, dtype))}
         spec = merge(kind, dtype)
-        steps: list[Instr] = [
-            Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps
+        steps: list[ins.Instr] = [
+            ins.Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps
         ]
         for step in lower_instrs(steps, native):
-            assert isinstance(step, Compute)  # each step has a named operand: none is folded
+            assert isinstance(step, ins.Compute)  # each step has a named operand: none is folded
             named = next(a for a in step.args if isinstance(a, str))
             src = step.dtype if step.op == "where" else types[named]
             args = [vals[a] if isinstance(a, str) else self.const(a.value, src) for a in step.args]
@@ -963,7 +950,7 @@ class _Kernel:
             types[step.dst] = step.dtype
         return [vals[r] for r in spec.results]
 
-    def _accresult(self, i: AccResult) -> None:
+    def on_acc_result(self, i: ins.AccResult) -> None:
         kind, dtype, slots = self.accs[i.acc]
         values = list(zip(state(kind, dtype), [self.b.load(s) for s in slots]))
         if kind in ("argmax", "argmin"):
@@ -973,7 +960,7 @@ class _Kernel:
             self.vals[dst] = v if v.type == value_type(dt) else self.convert(v, c.dtype, dt)
 
 
-def _operand(a: str | float | int | bool) -> Operand:
+def _operand(a: str | float | int | bool) -> ins.Operand:
     """An argument of a merge step as an operand of a plan instruction."""
     return a if isinstance(a, str) else Literal(a)
 
