@@ -31,28 +31,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 import llvmlite.ir as ir
 import sympy
 from fir.backends.plan import KernelPlan
+from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.index_text import stride as index_stride
-from fir.backends.plan.instructions import (
-    DIVIDES,
-    AccInit,
-    AccResult,
-    Accumulate,
-    CheckIndex,
-    Compute,
-    Constant,
-    IndexValue,
-    Instr,
-    Load,
-    Operand,
-    Store,
-)
 from fir.backends.plan.loop_tree import (
     Item,
     Loop,
@@ -72,7 +59,7 @@ from fir.backends.plan.schedule import (
     independent,
     schedule,
 )
-from fir.ir.accumulators import merge, state
+from fir.ir.accumulators import Merge, merge, state, update
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
@@ -95,6 +82,7 @@ F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 # within rounding); ``nsz`` lets it start the lanes at +0.0. Never ``nnan``/``ninf``: NaN and
 # infinities propagate as in the interpreter. FIR_LLVM_REASSOC=0 keeps the sequential order.
 REASSOC_FLAGS = ("reassoc", "nsz")
+REASSOCIATES = ("sum", "prod")  # the kinds whose update takes them
 
 
 def reassociate() -> bool:
@@ -113,6 +101,13 @@ def native(op: str, dtype: DType) -> bool:
     return op in MATH_F32 and (dtype.compute_dtype is DType.F32 or op in MATH_F64)
 
 
+def _step_native(op: str, dtype: DType) -> bool:
+    """:func:`native` for an accumulator's steps, which also write float max/min themselves:
+    ``llvm.maximum``/``minimum`` propagate NaN like torch and are associative as they are, so
+    the loop vectoriser takes them as a reduction without fast-math flags."""
+    return native(op, dtype) or (op in ("maximum", "minimum") and dtype.is_float)
+
+
 # comparisons as predicates; float ops that are one LLVM intrinsic, and those that call libm
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 INTRINSICS = {
@@ -120,6 +115,7 @@ INTRINSICS = {
     "log2": "llvm.log2", "log10": "llvm.log10", "sqrt": "llvm.sqrt", "sin": "llvm.sin",
     "cos": "llvm.cos", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
     "round": "llvm.rint", "pow": "llvm.pow", "copysign": "llvm.copysign",
+    "maximum": "llvm.maximum", "minimum": "llvm.minimum",  # accumulator steps' (_step_native)
 }  # fmt: skip
 LIBM = {
     "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
@@ -196,7 +192,7 @@ def storage_type(dtype: DType) -> ir.Type:
     return {DType.BOOL: I8, DType.F16: F16, DType.BF16: I16}.get(dtype) or value_type(dtype)
 
 
-class _Kernel:
+class _Kernel(ins.InstrWalker):
     def __init__(
         self,
         module: ir.Module,
@@ -246,7 +242,8 @@ class _Kernel:
         # accumulators of a column block: one array element per output of the block
         self.lane_accs: dict[str, tuple[str, DType, list[Any]]] = {}
         self.acc_init: dict[str, list[Any]] = {}
-        self.uniform: dict[str, tuple[Any, Any]] = {}  # welford in lanes: (count, 1 / count)
+        # a lane's update reads from its block (welford in lanes: the count, its reciprocal)
+        self.uniform: dict[str, dict[str, Any]] = {}
         # a load read from a turned tile (:meth:`turn`): the tile, the tile's loops, their
         # first elements, its side
         self.turned: dict[str, tuple[Any, str, str, Any, Any, int]] = {}
@@ -329,7 +326,7 @@ class _Kernel:
             if isinstance(it, Loop):
                 self.loop(it)
             else:
-                getattr(self, "_" + type(it).__name__.lower())(it)
+                self.visit(it)
 
     # -- loops
 
@@ -428,17 +425,17 @@ class _Kernel:
         left out: they become registers before the vectoriser runs."""
         members = []
         for bb in blocks:
-            for ins in bb.instructions:
-                if not isinstance(ins, (ir.LoadInstr, ir.StoreInstr)):
+            for inst in bb.instructions:
+                if not isinstance(inst, (ir.LoadInstr, ir.StoreInstr)):
                     continue
-                ptr = ins.operands[0] if isinstance(ins, ir.LoadInstr) else ins.operands[1]
-                if id(ins) in self.accesses or id(ptr) in self.lane_ptrs or _constant_table(ptr):
-                    members.append(ins)
+                ptr = inst.operands[0] if isinstance(inst, ir.LoadInstr) else inst.operands[1]
+                if id(inst) in self.accesses or id(ptr) in self.lane_ptrs or _constant_table(ptr):
+                    members.append(inst)
                 elif not _scalar_slot(ptr):
                     return None
         group = _AccessGroup(self.m, [], name=str(len(self.m.metadata)))
-        for ins in members:
-            ins.set_metadata("llvm.access.group", group)
+        for inst in members:
+            inst.set_metadata("llvm.access.group", group)
         return group
 
     def interchanged(self, loops: list[Loop], order: list[str]) -> None:
@@ -487,7 +484,7 @@ class _Kernel:
         )
         r8, c8 = (b.and_(n, ir.Constant(I64, ~7)) for n in (rows, cols))
         zero = ir.Constant(I64, 0)
-        for ld in (i for i in walk(c.body) if isinstance(i, Load) and i.dst in turned):
+        for ld in (i for i in walk(c.body) if isinstance(i, ins.Load) and i.dst in turned):
             ty = storage_type(ld.dtype)
             tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
             tile.align = 64
@@ -543,7 +540,7 @@ class _Kernel:
         xb = self.syms[inner.var + ".c"]
         n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(hi, xb))
         for i in walk(inner.body):
-            if isinstance(i, AccInit):
+            if isinstance(i, ins.AccInit):
                 start = self.acc_start(i)
                 lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
                 self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
@@ -592,7 +589,7 @@ class _Kernel:
         self.lane_ptrs.add(id(p))
         return p
 
-    def _load(self, i: Load) -> None:
+    def on_load(self, i: ins.Load) -> None:
         b = self.b
         if i.dst in self.turned:  # from the turned tile (:meth:`turn`)
             dst, a_var, c_var, at, ct, side = self.turned[i.dst]
@@ -637,21 +634,21 @@ class _Kernel:
             return b.zext(v, I8)
         return v
 
-    def _store(self, i: Store) -> None:
+    def on_store(self, i: ins.Store) -> None:
         v = self.operand(i.value, i.dtype)
         st = self.b.store(
             self.narrow(v, i.dtype), self.b.gep(self.bufs[i.buffer], [self.index(i.index)])
         )
         self.accesses.add(id(st))
 
-    def _constant(self, i: Constant) -> None:
+    def on_constant(self, i: ins.Constant) -> None:
         self.vals[i.dst] = self.const(i.value.value, i.dtype)
         self.magnitude[i.dst] = self._bound(i.value)
 
-    def _indexvalue(self, i: IndexValue) -> None:
+    def on_index_value(self, i: ins.IndexValue) -> None:
         self.vals[i.dst] = self.convert(self.index(i.index), DType.I64, i.dtype)
 
-    def _checkindex(self, i: CheckIndex) -> None:
+    def on_check_index(self, i: ins.CheckIndex) -> None:
         b = self.b
         src = self.convert(self.vals[i.src], self.dtypes.get(i.src, DType.I64), DType.I64)
         if i.proven:
@@ -708,7 +705,7 @@ class _Kernel:
             return b.trunc(v, dt)
         return (b.sext if src.is_signed else b.zext)(v, dt)
 
-    def _compute(self, i: Compute) -> None:
+    def on_compute(self, i: ins.Compute) -> None:
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
         named = (self.dtypes[a] for a in i.args if isinstance(a, str))
@@ -738,7 +735,7 @@ class _Kernel:
             return abs(float(v)) if math.isfinite(float(v)) else math.inf
         return self.magnitude.get(a, math.inf) if isinstance(a, str) else math.inf
 
-    def _magnitude(self, i: Compute) -> float:
+    def _magnitude(self, i: ins.Compute) -> float:
         """A bound on ``|i|``'s result from its operands' bounds, where the op gives one
         (interval arithmetic on magnitudes; inf otherwise)."""
         bound = MAGNITUDE.get(i.op)
@@ -791,7 +788,7 @@ class _Kernel:
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
         unsigned = not src.is_signed
-        if op in DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
+        if op in ins.DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
             self.fail_if(
                 b.icmp_signed("==", a[1], ir.Constant(ty, 0)), "div.zero", DIVISION_BY_ZERO
             )
@@ -818,7 +815,7 @@ class _Kernel:
 
     # -- accumulators
 
-    def _accinit(self, i: AccInit) -> None:
+    def on_acc_init(self, i: ins.AccInit) -> None:
         init = self.acc_start(i)
         if i.acc in self.lane_accs:  # a column block's: this output's element of its arrays
             for c, p in zip(init, self.accs[i.acc][2]):
@@ -827,7 +824,7 @@ class _Kernel:
         self.accs[i.acc] = (i.kind, i.dtype, [self.slot(c.type, c) for c in init])
         self.acc_init[i.acc] = init
 
-    def acc_start(self, i: AccInit) -> list[Any]:
+    def acc_start(self, i: ins.AccInit) -> list[Any]:
         """The start value of each component of an accumulator's state
         (:func:`fir.ir.accumulators.state`)."""
         try:
@@ -835,47 +832,85 @@ class _Kernel:
         except KeyError:
             raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'") from None
 
-    def _accumulate(self, i: Accumulate) -> None:
+    def on_accumulate(self, i: ins.Accumulate) -> None:
+        """The steps of :func:`fir.ir.accumulators.update`, each written when a result first
+        needs it; a guarded update reads the old state and its results first, then selects
+        between them where the guard holds."""
         b = self.b
         kind, dtype, slots = self.accs[i.acc]
+        comps = state(kind, dtype)
+        t = comps[0].dtype
         v = self.operand(i.value, i.dtype)
         src = self.dtypes.get(i.value, i.dtype) if not isinstance(i.value, Literal) else i.dtype
-        s = b.load(slots[0])
-        if kind in ("max", "min") and dtype.is_float:
-            # llvm.maximum/minimum propagate NaN like torch and are associative as they are,
-            # so the loop vectoriser takes them as a reduction without fast-math flags
-            name = "llvm.maximum" if kind == "max" else "llvm.minimum"
-            b.store(self.intrinsic(name, s.type, [s, v]), slots[0])
-        elif kind in ("sum", "prod", "any", "max", "min"):  # the value merged as a state
-            if kind in ("sum", "prod", "any"):
-                v = self.convert(v, src, state(kind, dtype)[0].dtype)
-            (out,) = self.combine(kind, dtype, [s], [v])
-            if s.type in (F32, F64) and reassociate():
-                out.flags.extend(REASSOC_FLAGS)
-            b.store(out, slots[0])
-        elif kind in ("argmax", "argmin"):
-            si = b.load(slots[1])
-            ri = self.index(i.rindex) if i.rindex is not None else ir.Constant(I64, 0)
-            better = self.op("gt" if kind == "argmax" else "lt", [v, s], dtype, DType.BOOL)
-            if dtype.is_float:  # a NaN beats a number
-                nan = b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", s, s))
-                better = b.or_(better, nan)
-            take = b.or_(better, b.icmp_signed("<", si, ir.Constant(I64, 0)))
-            b.store(b.select(take, v, s), slots[0])
-            b.store(b.select(take, ri, si), slots[1])
-        else:  # welford
-            t = s.type
-            x = self.convert(v, src, DType.F64 if t == F64 else DType.F32)
-            d = b.fsub(x, s)
-            if i.acc in self.uniform:  # a lane of a block: the count is the block's
-                n, inv = self.uniform[i.acc]
-                mean = b.fadd(s, b.fmul(d, inv))
-            else:
-                n = b.fadd(b.load(slots[2]), ir.Constant(t, 1.0))
-                mean = b.fadd(s, b.fdiv(d, n))
-            b.store(mean, slots[0])
-            b.store(b.fadd(b.load(slots[1]), b.fmul(d, b.fsub(x, mean))), slots[1])
-            b.store(n, slots[2])
+        block = self.uniform.get(i.acc, {})
+        spec = update(kind, dtype, uniform=bool(block))
+        leaves: dict[str, Callable[[], Any]] = {
+            **{f"a{k}": partial(b.load, p) for k, p in enumerate(slots)},
+            "v": lambda: v if src is t else self.convert(v, src, t),
+            "i": lambda: self.index(i.rindex) if i.rindex is not None else ir.Constant(I64, 0),
+        }
+        types = {f"a{k}": c.dtype for k, c in enumerate(comps)} | {"v": t, "i": DType.I64, "inv": t}
+        read = self.steps(spec, types, block, leaves)  # the block's names before the loads
+        if spec.guard is not None:
+            old = [read(f"a{k}") for k in range(len(slots))]
+            new = [read(r) for r in spec.results]
+            take = read(spec.guard)
+            for slot, x, y in zip(slots, new, old):
+                b.store(b.select(take, x, y), slot)
+            return
+        for slot, r in zip(slots, spec.results):
+            b.store(read(r), slot)
+        if kind in REASSOCIATES and t.is_float and reassociate():
+            read(spec.results[0]).flags.extend(REASSOC_FLAGS)
+
+    def steps(
+        self,
+        spec: Merge,
+        types: dict[str, DType],
+        values: Mapping[str, Any],
+        leaves: Mapping[str, Callable[[], Any]],
+    ) -> Callable[[str], Any]:
+        """A reader of the names of an accumulator's ``spec`` (:mod:`fir.ir.accumulators`),
+        its steps lowered as the plan's ops are: a name's value (``values``), made by its leaf
+        (a load, a conversion …) or written as its step through :meth:`op` the first time it
+        is read, so the IR follows the order in which the reader asks."""
+        lowered = lower_instrs(
+            [ins.Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps],
+            _step_native,
+        )
+        steps: dict[str, ins.Compute] = {}
+        for step in lowered:
+            assert isinstance(step, ins.Compute)  # each step has a named operand: none is folded
+            steps[step.dst] = step
+        types = types | {s.dst: s.dtype for s in steps.values()}
+        known = dict(values)
+
+        def read(name: str) -> Any:
+            if name not in known:
+                known[name] = leaves[name]() if name in leaves else write(steps[name])
+            return known[name]
+
+        def write(s: ins.Compute) -> Any:
+            # an integer is never NaN: a test of it is known here (and folds the logic it
+            # meets); "not isnan" is one compare
+            test = steps.get(str(s.args[0])) if s.op == "logical_not" else s
+            if test is not None and test.op == "isnan":
+                nan, x = s is test, str(test.args[0])
+                if not types[x].is_float:
+                    return not nan
+                v = read(x)
+                return self.b.fcmp_unordered("uno" if nan else "ord", v, v)
+            args = [read(a) if isinstance(a, str) else a for a in s.args]
+            truths = [a for a in args if isinstance(a, bool)]
+            if truths:  # and/or with a known truth: the absorbing one, or the other operand
+                absorbing = s.op == "logical_or"
+                return absorbing if absorbing in truths else args[isinstance(args[0], bool)]
+            named = next(a for a in s.args if isinstance(a, str))
+            src = s.dtype if s.op == "where" else types[named]
+            args = [self.const(a.value, src) if isinstance(a, Literal) else a for a in args]
+            return self.op(s.op, args, src, s.dtype)
+
+        return read
 
     def row_lanes(self, lp: Loop) -> bool:
         """An innermost reduction loop with an accumulator LLVM cannot vectorise as a reduction
@@ -883,7 +918,7 @@ class _Kernel:
         of elements at a time, each lane with its own state in a stack array, so the loop over
         the lanes has no loop-carried dependency and vectorises; the remainder updates the
         scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
-        accs = sorted({i.acc for i in lp.body if isinstance(i, Accumulate)})
+        accs = sorted({i.acc for i in lp.body if isinstance(i, ins.Accumulate)})
         lanes_n = self.schedule.lanes_for([self.accs[a][0] for a in accs], lp.size)
         if has_loops(lp.body) or not accs or not lanes_n:
             return False
@@ -911,7 +946,7 @@ class _Kernel:
             if scalar[a][0] == "welford":
                 t = self.acc_init[a][0].type
                 n = b.sitofp(b.add(b.sdiv(vb, width), ir.Constant(I64, 1)), t)
-                self.uniform[a] = (n, b.fdiv(ir.Constant(t, 1.0), n))
+                self.uniform[a] = {"a2": n, "inv": b.fdiv(ir.Constant(t, 1.0), n)}
         parallel = self.independent(lp.body, lp.var)
         lanes = self.open_loop(
             lp.var + ".l", ir.Constant(I64, 0), width, unroll=False, parallel=parallel
@@ -946,34 +981,26 @@ class _Kernel:
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of
-        :func:`fir.ir.accumulators.merge`, lowered as the plan's ops are, each through
-        :meth:`op`."""
-        vals = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
-        types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(state(kind, dtype))}
+        :func:`fir.ir.accumulators.merge`, in the order it states them."""
+        comps = state(kind, dtype)
+        values = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
         spec = merge(kind, dtype)
-        steps: list[Instr] = [
-            Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps
-        ]
-        for step in lower_instrs(steps, native):
-            assert isinstance(step, Compute)  # each step has a named operand: none is folded
-            named = next(a for a in step.args if isinstance(a, str))
-            src = step.dtype if step.op == "where" else types[named]
-            args = [vals[a] if isinstance(a, str) else self.const(a.value, src) for a in step.args]
-            vals[step.dst] = self.op(step.op, args, src, step.dtype)
-            types[step.dst] = step.dtype
-        return [vals[r] for r in spec.results]
+        types = {f"{s}{k}": c.dtype for s in "ab" for k, c in enumerate(comps)}
+        read = self.steps(spec, types, values, {})
+        for s in spec.steps:
+            read(s.dst)
+        return [read(r) for r in spec.results]
 
-    def _accresult(self, i: AccResult) -> None:
+    def on_acc_result(self, i: ins.AccResult) -> None:
         kind, dtype, slots = self.accs[i.acc]
-        values = list(zip(state(kind, dtype), [self.b.load(s) for s in slots]))
-        if kind in ("argmax", "argmin"):
-            values = values[1:]  # the index
+        loads = [self.b.load(s) for s in slots]
+        values = [(c, v) for c, v in zip(state(kind, dtype), loads) if c.result]
         for dst, dt, (c, v) in zip(i.dsts, i.dtypes, values):
             # an int64 sum of i32, a welford of ints in f64
             self.vals[dst] = v if v.type == value_type(dt) else self.convert(v, c.dtype, dt)
 
 
-def _operand(a: str | float | int | bool) -> Operand:
+def _operand(a: str | float | int | bool) -> ins.Operand:
     """An argument of a merge step as an operand of a plan instruction."""
     return a if isinstance(a, str) else Literal(a)
 

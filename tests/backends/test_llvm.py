@@ -105,6 +105,14 @@ def test_an_op_the_back_end_lacks_is_a_clear_error(monkeypatch: pytest.MonkeyPat
         compile_text(text)
 
 
+def test_every_instruction_is_handled() -> None:
+    # the loop tree consumes loop/end (loop_tree): the one walk handles every other kind
+    from fir.backends.llvm.render import _Kernel
+    from fir.backends.plan.instructions import missing_handlers
+
+    assert missing_handlers(_Kernel, loops=False) == []
+
+
 @pytest.mark.parametrize("source", list(DType), ids=str)
 def test_every_cast(source: DType) -> None:
     n = 64
