@@ -45,7 +45,7 @@ def _check(text: str, inputs: list, backend: str) -> None:
         assert torch.equal(o, w)
 
 
-def _transpose_add(m: int, n: int, dtype: str = "f32") -> str:
+def _transpose_add(m: int | str, n: int | str, dtype: str = "f32") -> str:
     return (
         f"func @t(%x: {dtype}[{m}, {n}], %y: {dtype}[{n}, {m}]) -> ({dtype}[{m}, {n}]) {{\n"
         f"  %t = transpose %y {{dim0 = 0, dim1 = 1}} : {dtype}[{m}, {n}]\n"
@@ -101,11 +101,7 @@ def test_two_transposed_reads_are_both_turned(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_symbolic_sizes_in_turned_tiles(backend: str) -> None:
-    text = (
-        "func @t(%x: f32[m, n], %y: f32[n, m]) -> (f32[m, n]) {\n"
-        "  %t = transpose %y {dim0 = 0, dim1 = 1} : f32[m, n]\n"
-        "  %z = add %x, %t : f32[m, n]\n  return %z\n}\n"
-    )
+    text = _transpose_add("m", "n")  # size symbols
     assert _turned(text) == [("n0_1",)]
     program = compile_function(_fused(text), backend)
     for m, n in ((70, 90), (TURNED_SIDE * 2 + 3, 5), (1, 200), (129, 129)):
