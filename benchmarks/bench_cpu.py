@@ -283,7 +283,7 @@ the generated code (`fir-translate --target cpp`):
   the vectorised inner loop reads that array in order. With gathers instead (the vectoriser's,
   along the inner loop), the best tiles were 32 x 32 on a 2-core Xeon (16 x 16: 3.8 ms, 32 x
   32: 3.0-3.1 ms, 64 x 64: 3.6 ms), and on an AMD EPYC Zen 4 the program ran at 1.77x
-  Inductor's time. The kernel alone in a C++ harness (min of 30 calls, 1 / 2 threads): Zen 4,
+  Inductor's time. The kernel alone (`benchmarks/transpose_tiles.py`, min of 30, 1 / 2 threads): Zen 4,
   gathers in 32 x 32 tiles 17 / 26 ms, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64
   10 / 14 (a machine shared with other work); 16-core Xeon, gathers 7.0 / 4.0, turned 64 x 64
   7.2 / 3.2. Turned tiles are 64 a side (`schedule.TURNED_SIDE`); elements of other sizes

@@ -567,7 +567,8 @@ def tile_pair(plan: KernelPlan, loops: list[Loop]) -> tuple[Loop, Loop] | None:
 # the element size of a turned load: the turn moves 8 x 8 blocks of 32-bit lanes through
 # registers; other sizes keep the vectoriser's gathers
 TURN_ITEMSIZE = 4
-# the side of a tile with turned loads: x + y.t(), 2896^2 f32, ms on 1 / 2 threads (min of 30):
+# the side of a tile with turned loads (benchmarks/transpose_tiles.py): x + y.t(), 2896^2 f32, ms
+# on 1 / 2 threads (min of 30):
 # AMD EPYC Zen 4: gathers 17 / 26, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64 10 / 14,
 # 128 x 128 14 / -; 16-core Xeon: gathers 7.0 / 4.0, turned 16: 6.8 / 3.3, 32: 6.8 / 3.2,
 # 64: 7.2 / 3.2, 128: 7.9 / 3.6. 64 is the best on one and as good as any on the other.
