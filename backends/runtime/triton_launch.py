@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
@@ -157,16 +157,17 @@ class CubinKernel:
     def __init__(
         self, name: str, compiled: Any, kinds: list[str], pointers: int, ordinal: int
     ) -> None:
-        """``compiled``: what ``triton.compile`` gave for the kernel; ``kinds``: the kind of each
-        of its parameters (``p`` pointer, ``i`` int64), of which the first ``pointers`` are the
-        buffers'."""
+        """``compiled``: what ``triton.compile`` gave for the kernel; ``kinds``: the type of
+        each of its parameters as the C launcher's letter (``K`` pointer, ``l`` int64, ``i``
+        int32), of which the first ``pointers`` are the buffers'."""
         meta = compiled.metadata
         self.name = name
         self.kinds = kinds
         self.pointers = pointers
         self.block = 32 * meta.num_warps
         self.shared = int(meta.shared)
-        self.slots = [ctypes.c_uint64(0) if k == "p" else ctypes.c_int64(0) for k in kinds]
+        slot = {"K": ctypes.c_uint64, "l": ctypes.c_int64, "i": ctypes.c_int32}
+        self.slots = [slot[k](0) for k in kinds]
         self.params = (ctypes.c_void_p * len(kinds))(*[ctypes.addressof(s) for s in self.slots])
         self.lock = threading.Lock()
         self.ordinal = ordinal
@@ -203,9 +204,9 @@ class CubinKernel:
         self.driver = d
         self.fixed_arguments()
         # for PyTorch's C++ launcher (:func:`c_launcher`): the handle as an int, a type
-        # letter per parameter (``K`` a pointer as uint64, ``l`` an int64)
+        # letter per parameter
         self.handle = int(function.value or 0)
-        self.arg_types = "".join("K" if k == "p" else "l" for k in kinds)
+        self.arg_types = "".join(kinds)
 
     def fixed_arguments(self) -> None:
         """cuLaunchKernel's arguments as ctypes objects made once (block, shared memory; grids
@@ -317,6 +318,11 @@ class KernelLaunches:
         self.grids: dict[str, Any] = {}
         self.launchers: dict[str, Any] = {}
         self.cubins: dict[str, CubinKernel] = {}
+        # kernels whose index width depends on their sizes: whether a launch's sizes need
+        # int64 indices; ``cubins`` holds their int32 variant, ``wide_cubins`` the int64 one
+        self.index64_at: dict[str, Callable[[Sequence[int]], bool]] = {}
+        self.wide_cubins: dict[str, CubinKernel] = {}
+        self.compile_lock = threading.Lock()
         self.static_grids: dict[str, tuple[int, int, int]] = {}  # kernels without size symbols
         self.untuned: set[str] = set()  # kernels whose first launch picks their configuration
         # made at the first call: torch.compile compiles under fake tensors
@@ -336,6 +342,26 @@ class KernelLaunches:
     def names(self) -> list[str]:
         return list(self.launchers)
 
+    def wide_cubin(self, name: str) -> CubinKernel | None:
+        """The int64 variant of kernel ``name`` for the driver launch (the back end compiles
+        it at need), or None: Triton's launcher then runs it."""
+        return self.wide_cubins.get(name)
+
+    def cubin(self, name: str, sizes: Sequence[int]) -> CubinKernel | None:
+        """The loaded kernel that a launch of ``name`` at ``sizes`` takes, if any."""
+        wide = self.index64_at.get(name)
+        if wide is not None and wide(sizes):
+            return self.wide_cubin(name)
+        return self.cubins.get(name)
+
+    def launch_python(self, name: str, args: Sequence[Any], sizes: Sequence[int]) -> None:
+        """Launch through Triton's own launcher (the interpreter's on the CPU)."""
+        wide = self.index64_at.get(name)
+        if wide is None:
+            self.launchers[name](args, sizes, self.err)
+        else:
+            self.launchers[name](args, sizes, self.err, index64=wide(sizes))
+
     def use(self, name: str, cfg: Any, direct: bool = True) -> None:
         """Launch kernel ``name`` with the block schedule ``cfg`` from now on (the back end
         renders it)."""
@@ -352,7 +378,7 @@ class KernelLaunches:
         (torch before 2.8, a ROCm build) or turned off (``FIR_TRITON_LAUNCH``)."""
         if os.environ.get("FIR_TRITON_LAUNCH") in ("triton", "driver") or name in self.untuned:
             return None
-        kernel = self.cubins.get(name)
+        kernel = self.cubin(name, sizes)
         launch = c_launcher() if kernel is not None else None
         if kernel is None or launch is None or not kernel.handle:
             return None
@@ -385,7 +411,7 @@ class KernelLaunches:
 
             self.untuned.discard(name)
             self.use(name, tune(self, name, args, sizes))
-        direct = self.cubins.get(name)
+        direct = self.cubin(name, sizes)
         if direct is not None:
             grid = None if sizes else self.static_grids.get(name)
             if grid is None:
@@ -399,10 +425,10 @@ class KernelLaunches:
                 return 0, 0
             # a pointer that is not 16-byte aligned: Triton's launcher below
         if self.device == "cpu":  # the interpreter
-            self.launchers[name](args, sizes, self.err)
+            self.launch_python(name, args, sizes)
         else:  # Triton's launcher loads and launches on the current device: make it this one
             with torch.cuda.device(self.ordinal):
-                self.launchers[name](args, sizes, self.err)
+                self.launch_python(name, args, sizes)
         return 0, 0
 
     def finish(self, wait: bool = False) -> tuple[str, int, int] | None:

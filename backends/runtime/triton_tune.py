@@ -89,12 +89,16 @@ def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> 
     err = kernels.err
     if err is not None:
         err = err.clone()
+    wide = kernels.index64_at.get(name)  # the index width these sizes take, where it varies
+    width = {} if wide is None else {"index64": wide(sizes)}
     best: tuple[float, BlockSchedule] | None = None
     for cfg in candidates(k)[:TRIALS]:
         try:
             kernels.use(name, cfg, direct=False)
             launch = kernels.launchers[name]
-            seconds = _time(lambda launch=launch: launch(trial_args, sizes, err), kernels.device)
+            seconds = _time(
+                lambda launch=launch: launch(trial_args, sizes, err, **width), kernels.device
+            )
         except Exception:  # noqa: BLE001 - a configuration the device cannot run
             if cfg == default:
                 raise

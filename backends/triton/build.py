@@ -25,6 +25,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,19 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
+from ..runtime.compiled_program import size_function
 from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
 from .helpers import FIR_LAUNCH
-from .render import HEADER, jit_name, launcher, render_kernel, render_program
+from .render import (
+    HEADER,
+    INT32_LIMIT,
+    index_extents,
+    index_width,
+    jit_name,
+    launcher,
+    render_kernel,
+    render_program,
+)
 
 
 class TritonBuildError(FirError):
@@ -101,24 +112,58 @@ def _entry_params(ptx: str, name: str) -> int:
     return len(re.findall(r"\.param\b", m.group(1)))
 
 
+def needs_index64(plan: KernelPlan) -> Callable[[Sequence[int]], bool]:
+    """For a kernel whose index width depends on its sizes: whether the sizes of a launch (the
+    values of ``plan.sizes``, in order) make one of its extents 2**31 or more. Remembered by
+    the sizes: the general launch path asks at every call."""
+    extents = [size_function(e) for e in index_extents(plan) if not isinstance(e, int)]
+    names = plan.sizes
+    known: dict[tuple[int, ...], bool] = {}
+
+    def wide(sizes: Sequence[int]) -> bool:
+        key = tuple(sizes)
+        answer = known.get(key)
+        if answer is None:
+            values = dict(zip(names, key))
+            answer = any(f(values) >= INT32_LIMIT for f in extents)
+            if len(known) < 256:
+                known[key] = answer
+        return answer
+
+    return wide
+
+
 def compile_kernel(
-    plan: KernelPlan, cfg: BlockSchedule, fails: bool, fn: Any, arch: int, backend: str = "cuda"
+    plan: KernelPlan,
+    cfg: BlockSchedule,
+    fails: bool,
+    fn: Any,
+    arch: int,
+    backend: str = "cuda",
+    index64: bool = True,
 ) -> tuple[Any, list[str]]:
     """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
     signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
-    the kernel can fail, an ``i64`` per size symbol, the blocks of ``cfg`` as constants.
-    Returns the compiled kernel and the kind of each of its parameters (``p`` pointer, ``i``
-    int64), Triton's own trailing parameters included."""
+    the kernel can fail, an integer per size symbol, the blocks of ``cfg`` as constants.
+    ``index64``: for a kernel whose index width depends on its sizes
+    (:func:`~.render.index_width`), the int64 variant (sizes as ``i64``), else the int32 one
+    (sizes as ``i32``: the caller has checked that they allow it). Returns the compiled kernel
+    and the kind of each of its parameters as the C launcher's type letter (``K`` pointer,
+    ``l`` int64, ``i`` int32), Triton's own trailing parameters included."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     names = list(fn.arg_names)
+    sized = index_width(plan) == "sizes"
+    size_type = "i32" if sized and not index64 else "i64"
     pointers = [pointer_type(a.dtype) for a in plan.args] + (["*i64"] if fails else [])
-    signature = dict(zip(names, pointers + ["i64"] * len(plan.sizes)))
+    signature = dict(zip(names, pointers + [size_type] * len(plan.sizes)))
     attrs = {(k,): [["tt.divisibility", 16]] for k in range(len(pointers))}
-    kinds = ["p"] * len(pointers) + ["i"] * len(plan.sizes)
-    constants = {n: getattr(cfg, n) for n in names[len(signature) :]}
+    kinds = ["K"] * len(pointers) + [{"i32": "i", "i64": "l"}[size_type]] * len(plan.sizes)
+    constants = {n: getattr(cfg, n) for n in names[len(signature) :] if n != "INDEX64"}
+    if sized:
+        constants["INDEX64"] = index64
     for n in constants:
         signature[n] = "constexpr"
     compiled = triton.compile(
@@ -140,7 +185,7 @@ def compile_kernel(
     extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
     if not 0 <= extra <= 2:
         raise LaunchError(f"kernel {plan.name}: {extra} parameters beyond FIR's arguments")
-    return compiled, kinds + ["p"] * extra
+    return compiled, kinds + ["K"] * extra
 
 
 class TritonKernels(KernelLaunches):
@@ -165,6 +210,9 @@ class TritonKernels(KernelLaunches):
         super().__init__(device, list(rendered), {name: f for name, (_, f) in rendered.items()})
         self.launchers = {name: getattr(self.module, f"launch_{name}") for name in rendered}
         self.grids = {name: getattr(self.module, f"grid_{name}") for name in rendered}
+        for k in plan.kernels():
+            if index_width(k) == "sizes":
+                self.index64_at[k.name] = needs_index64(k)
         self.not_direct: dict[str, str] = {}  # why a kernel is not launched through the driver
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
@@ -184,7 +232,11 @@ class TritonKernels(KernelLaunches):
         with ThreadPoolExecutor(max_workers=min(len(kernels), os.cpu_count() or 1)) as pool:
             list(pool.map(self._compile, kernels))
 
-    def _compile(self, k: KernelPlan) -> None:
+    def _compile(self, k: KernelPlan, index64: bool = False) -> None:
+        """Load kernel ``k`` for the driver launch (else make sure Triton's launcher can run
+        it). A kernel whose index width depends on its sizes is compiled here with int32
+        indices (``index64`` False: what every launch below 2**31 elements takes) or int64
+        (True: :meth:`wide_cubin`, at the first launch that needs it)."""
         name = k.name
         cfg = self.configs[name]
         fn = getattr(self.launchers[name], "__globals__", vars(self.module))[jit_name(name)]
@@ -193,9 +245,12 @@ class TritonKernels(KernelLaunches):
         else:
             try:
                 arch = self.capability[0] * 10 + self.capability[1]
-                compiled, kinds = compile_kernel(k, cfg, self.kernel_fails[name], fn, arch)
+                compiled, kinds = compile_kernel(
+                    k, cfg, self.kernel_fails[name], fn, arch, index64=index64
+                )
                 pointers = len(k.args) + self.kernel_fails[name]
-                self.cubins[name] = CubinKernel(name, compiled, kinds, pointers, self.ordinal)
+                kernel = CubinKernel(name, compiled, kinds, pointers, self.ordinal)
+                (self.wide_cubins if index64 else self.cubins)[name] = kernel
                 return
             except Exception as e:  # noqa: BLE001 - Triton's launcher still works; say why
                 self.not_direct[name] = f"{type(e).__name__}: {e}"
@@ -214,6 +269,15 @@ class TritonKernels(KernelLaunches):
             raise TritonBuildError(
                 f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
             ) from e
+
+    def wide_cubin(self, name: str) -> CubinKernel | None:
+        """The int64 variant of kernel ``name`` (one whose index width depends on its sizes),
+        compiled at the first launch whose sizes need it."""
+        if name not in self.wide_cubins and name in self.cubins:
+            with self.compile_lock:
+                if name not in self.wide_cubins:
+                    self._compile(self.plan.kernels()[self.order.index(name)], index64=True)
+        return self.wide_cubins.get(name)
 
     def render(
         self, name: str, cfg: BlockSchedule | None = None
@@ -236,6 +300,7 @@ class TritonKernels(KernelLaunches):
             self.grids[name] = getattr(module, f"grid_{name}")
             self.configs[name] = cfg
             self.cubins.pop(name, None)
+            self.wide_cubins.pop(name, None)
             self.static_grids.pop(name, None)
         if direct and self.device != "cpu" and name not in self.cubins:
             self._compile(self.plan.kernels()[self.order.index(name)])

@@ -113,6 +113,7 @@ class _Writer(ins.InstrWalker):
     rloops: list[Any] = field(default_factory=list)
     open_r: int = 0  # reduction loops opened so far
     big: bool = False  # int64 indices
+    width: str = "32"  # :func:`index_width`
     fails: bool = False
     temps: int = 0
     div_code: int = -1  # the error code of an integer division by zero in this kernel
@@ -214,14 +215,14 @@ class _Writer(ins.InstrWalker):
 
     def write(self) -> str:
         plan, cfg = self.plan, self.cfg
-        self.big = any(
-            not isinstance(a.elements, int) or a.elements >= 2**31 for a in plan.args
-        ) or not isinstance(dims_mul((plan.numel, plan.rnumel)), int)
+        self.width = index_width(plan)
+        self.big = self.width == "64"
         self.fails = bool(plan.errors) or any(_checks_divisor(i) for i in plan.instrs)
         self.dtypes = defined(plan.instrs)
         params = [self.name("buffer", a.name) for a in plan.args] + ["fir_err"] * self.fails
         params += [self.name("size", s) for s in plan.sizes]
         params += [f"{b}: tl.constexpr" for b in cfg.blocks()]
+        params += ["INDEX64: tl.constexpr"] * (self.width == "sizes")
         self._head()
         for i in plan.instrs:
             self.visit(i)
@@ -253,21 +254,43 @@ class _Writer(ins.InstrWalker):
     def _head(self) -> None:
         plan, cfg = self.plan, self.cfg
         pid = "tl.program_id(0).to(tl.int64)" if self.big else "tl.program_id(0)"
+        if self.width == "sizes":  # int32 or int64 by the sizes of the launch
+            pid = "pid0"
+            two_axes = cfg.kind == "tiled" and not cfg.flat_grid
+            self.emit("pid0 = tl.program_id(0)")
+            if two_axes:
+                self.emit("pid1 = tl.program_id(1)")
+            self.emit("if INDEX64:  # an extent of 2**31 or more at these sizes")
+            self.emit("    pid0 = pid0.to(tl.int64)")
+            if two_axes:
+                self.emit("    pid1 = pid1.to(tl.int64)")
+            for s in plan.sizes:  # products of sizes must not wrap in 32 bits either
+                size = self.name("size", s)
+                # tl.cast, not .to: Triton passes a size of 1 as a constant, which has no .to
+                self.emit(f"    {size} = tl.cast({size}, tl.int64)")
         if cfg.kind == "tiled":
             assert cfg.tile is not None
             loops = {lp.var.name: lp for lp in plan.loops}
             y, x = (loops[v] for v in cfg.tile)
-            self.emit(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[None, :]")
+            others = x_loops(plan, cfg)
+            if cfg.flat_grid:  # every tile on the first axis: x tiles, then y tiles, then the rest
+                # a ceiling division by adding: Triton's // truncates, so -(-n // b) would not
+                x_tiles = f"(({self._dim(x.size)} + XBLOCK - 1) // XBLOCK)"
+                y_tiles = f"(({self._dim(y.size)} + YBLOCK - 1) // YBLOCK)"
+                self.emit(f"xtile = {pid} % {x_tiles}")
+                self.emit(f"ytile = ({pid} // {x_tiles}) % {y_tiles}")
+                x_at, y_at = "xtile", "ytile"
+            else:
+                x_at, y_at = pid, "pid1" if pid == "pid0" else pid.replace("(0)", "(1)")
+            self.emit(f"xindex = {x_at} * XBLOCK + tl.arange(0, XBLOCK)[None, :]")
             self.emit(f"xmask = xindex < {self._dim(x.size)}")
-            self.emit(
-                f"yindex = {pid.replace('(0)', '(1)')} * YBLOCK + tl.arange(0, YBLOCK)[:, None]"
-            )
+            self.emit(f"yindex = {y_at} * YBLOCK + tl.arange(0, YBLOCK)[:, None]")
             self.emit(f"ymask = yindex < {self._dim(y.size)}")
             self._split("xindex", [x], frozenset({1}))
             self._split("yindex", [y], frozenset({0}))
-            others = x_loops(plan, cfg)
             if others:
-                self.emit("zindex = tl.program_id(2)")
+                z = f"{pid} // ({x_tiles} * {y_tiles})" if cfg.flat_grid else "tl.program_id(2)"
+                self.emit(f"zindex = {z}")
                 self._split("zindex", others, frozenset())
             return
         reduction = cfg.kind == "reduction"
@@ -279,6 +302,9 @@ class _Writer(ins.InstrWalker):
             return
         rbase = f"tl.arange(0, RBLOCK){r_at}"
         self.emit(f"rbase = {rbase}.to(tl.int64)" if self.big else f"rbase = {rbase}")
+        if self.width == "sizes":
+            self.emit("if INDEX64:")
+            self.emit("    rbase = rbase.to(tl.int64)")
         self.rloops = [lp for lp in plan.loops if lp.reduction]
         if not self.rloops:  # a reduction of one element (its loop squeezed): one lane of it
             self.emit("rindex = rbase")
@@ -599,6 +625,29 @@ def render_kernel(
     return w.write(), cfg, w.fails
 
 
+INT32_LIMIT = 2**31  # an index extent from here on needs int64 arithmetic
+
+
+def index_extents(plan: KernelPlan) -> list[Dim]:
+    """How far a kernel's index arithmetic reaches: each buffer's elements and the iteration
+    space (its flat index, before the mask, stays within a block of it)."""
+    return [a.elements for a in plan.args] + [dims_mul((plan.numel, plan.rnumel))]
+
+
+def index_width(plan: KernelPlan) -> str:
+    """The integer width of a kernel's indices: ``"32"`` where every extent is below 2**31,
+    ``"64"`` where one is not, ``"sizes"`` where that depends on the values of its size symbols:
+    the kernel then takes ``INDEX64`` as a constant and is compiled for each width it is
+    launched at (the launch decides by the sizes, :func:`needs_index64`). Int64 indices cost
+    a symbolic kernel most of its speed: a 64-bit division or remainder is a dozen
+    instructions a lane, a 32-bit one a few (an H200, BERT's GELU at 64 tokens: 8-9 us in
+    int64 against 4 us for the static kernel)."""
+    extents = index_extents(plan)
+    if any(isinstance(e, int) and e >= INT32_LIMIT for e in extents):
+        return "64"
+    return "32" if all(isinstance(e, int) for e in extents) else "sizes"
+
+
 def _checks_divisor(i: ins.Instr) -> bool:
     """An integer division (or remainder) whose divisor may be zero: the kernel checks it."""
     if not isinstance(i, ins.Compute) or i.op not in ins.DIVIDES or i.dtype.is_float:
@@ -657,15 +706,21 @@ def launcher(plan: KernelPlan, cfg: BlockSchedule, fails: bool) -> str:
             _ceil_div(dim(size[cfg.tile[0]]), cfg.YBLOCK),
             dim(rest),
         ]
+        if cfg.flat_grid:
+            grid = [" * ".join(f"({g})" for g in grid), "1", "1"]
     else:
         grid = [_ceil_div(dim(plan.numel), cfg.XBLOCK), "1", "1"]
     unpack = f"    {', '.join(names[s] for s in plan.sizes)}, = sizes\n" if plan.sizes else ""
     call = [f"args[{k}]" for k in range(len(plan.args))] + ["err"] * fails
     call += [names[s] for s in plan.sizes] + [f"{b}={getattr(cfg, b)}" for b in cfg.blocks()]
+    # int64 indices unless the caller knows the sizes allow int32 (its check: needs_index64)
+    sized = index_width(plan) == "sizes"
+    call += ["INDEX64=index64"] * sized
     call += [f"num_warps={cfg.num_warps}", "**FIR_LAUNCH"]
+    params = "args, sizes, err, index64=True" if sized else "args, sizes, err"
     return (
         f"def grid_{plan.name}(sizes):\n{unpack}    return ({', '.join(grid)})\n\n\n"
-        f"def launch_{plan.name}(args, sizes, err):\n{unpack}"
+        f"def launch_{plan.name}({params}):\n{unpack}"
         f"    grid = grid_{plan.name}(sizes)\n"
         "    if grid[0] * grid[1] * grid[2] == 0:\n"
         "        return\n"
@@ -693,4 +748,11 @@ def render_program(
     return "".join(parts), chosen
 
 
-__all__ = ["jit_name", "launcher", "render_kernel", "render_program"]
+__all__ = [
+    "index_extents",
+    "index_width",
+    "jit_name",
+    "launcher",
+    "render_kernel",
+    "render_program",
+]

@@ -11,7 +11,7 @@ import time
 from fir.backends.plan import ProgramPlan
 
 from .build import compile_kernel, load_module, module_path
-from .render import jit_name, render_program
+from .render import index_width, jit_name, render_program
 
 
 def compile_for_target(
@@ -27,9 +27,13 @@ def compile_for_target(
     out: dict[str, tuple[float, list[str]]] = {}
     for k in plan.kernels():
         cfg, fails = configs[k.name]
-        start = time.perf_counter()
-        compiled, _ = compile_kernel(
-            k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend
-        )
-        out[k.name] = (time.perf_counter() - start, list(compiled.asm))
+        # a kernel whose index width depends on its sizes: both variants (int32 first)
+        variants = [False, True] if index_width(k) == "sizes" else [True]
+        for index64 in variants:
+            start = time.perf_counter()
+            compiled, _ = compile_kernel(
+                k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend, index64
+            )
+            name = f"{k.name} (int64)" if index64 and len(variants) == 2 else k.name
+            out[name] = (time.perf_counter() - start, list(compiled.asm))
     return out

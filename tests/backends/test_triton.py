@@ -726,7 +726,7 @@ def test_the_device_is_resolved_on_the_compiling_thread(monkeypatch: pytest.Monk
                      ordinal: int) -> None:  # fmt: skip
             loaded.append((name, ordinal))
 
-    def compile_kernel(*args: object) -> tuple[None, list[str]]:
+    def compile_kernel(*args: object, **kwargs: object) -> tuple[None, list[str]]:
         return None, []
 
     monkeypatch.setattr(triton_launch, "device_of", device_of)
