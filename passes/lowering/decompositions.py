@@ -570,7 +570,10 @@ def _bias_add_would_fuse(b: Builder) -> bool:
     """Whether the bias add of a matmul could join a loop nest: some reader of the result,
     through views, becomes one. Otherwise the add would be a kernel of its own that reads and
     writes the whole result once more, where the library call adds the bias on its way out
-    (Inductor keeps addmm whole for the same reason)."""
+    (Inductor keeps addmm whole for the same reason). Measured on an H200 for GPT-2's and
+    BERT's layers (``benchmarks/gemm_bias.py``): the bias in cuBLAS's epilogue costs 1.01-1.15x
+    the plain product, an add kernel of its own 1.31-1.87x the product with the epilogue; an
+    add fused into a reader costs that reader one row of the bias."""
     stack = [b.node.results[0]]
     seen: set[int] = set()
     while stack:
