@@ -638,10 +638,10 @@ def index_width(plan: KernelPlan) -> str:
     """The integer width of a kernel's indices: ``"32"`` where every extent is below 2**31,
     ``"64"`` where one is not, ``"sizes"`` where that depends on the values of its size symbols:
     the kernel then takes ``INDEX64`` as a constant and is compiled for each width it is
-    launched at (the launch decides by the sizes, :func:`needs_index64`). Int64 indices cost
-    a symbolic kernel most of its speed: a 64-bit division or remainder is a dozen
-    instructions a lane, a 32-bit one a few (an H200, BERT's GELU at 64 tokens: 8-9 us in
-    int64 against 4 us for the static kernel)."""
+    launched at (the launch decides by the sizes, :func:`needs_index64`). A 64-bit division
+    or remainder is many more instructions a lane than a 32-bit one: BERT's symbolic program
+    at 8 x 256 tokens on an H200 took 82 against 99 us in its scaling kernels, 126 against 133
+    in its GELUs, 2.01 against 2.03 ms in all (the reductions within noise)."""
     extents = index_extents(plan)
     if any(isinstance(e, int) and e >= INT32_LIMIT for e in extents):
         return "64"
