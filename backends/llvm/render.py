@@ -331,7 +331,8 @@ class _Kernel(NestWalker):
             self.ends[r.var] = hi
         steps = r.span in (Span.TILES, Span.BLOCKS)
         name = r.var + {Span.TILES: ".t", Span.BLOCKS: ".c"}.get(r.span, "")
-        parallel = r.items is not None and self.independent(r.items, r.var)
+        items = r.items
+        parallel = items is not None and self.independent(items, r.var)
         h = self.open_loop(name, lo, hi, r.block if steps else 1, parallel=parallel)
         self.items(r.body)
         self.close_loop(h)
