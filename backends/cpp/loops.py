@@ -144,11 +144,6 @@ class KernelWriter(Emitter):
                 self.visit(node)
         self.close()
 
-    def innermost(self, lp: Loop, exit_: str) -> None:
-        """A loop with no loops inside: invariants first, then the loop, vectorised when it
-        can be."""
-        self.vector_loop(lp, self.hoisted(lp.body, lp.var, lp.size, exit_))
-
     def vector_loop(
         self,
         lp: Loop,
@@ -284,8 +279,9 @@ class KernelWriter(Emitter):
         start, stop = bounds[-1]
         if accs:
             self.lanes(loops[-1], accs, inner_exit, start, stop or self.index(loops[-1].size))
-        else:
-            self.innermost(loops[-1], inner_exit)
+        else:  # a pass that only reads and stores: invariants first, vectorised if it can be
+            inner = loops[-1]
+            self.vector_loop(inner, self.hoisted(inner.body, inner.var, inner.size, inner_exit))
         self.close(len(loops) - 1)
 
     def lanes(self, lp: Loop, accs: list[Acc], exit_: str, start: str, stop: str) -> None:

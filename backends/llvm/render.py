@@ -909,7 +909,6 @@ class _Kernel(NestWalker):
             merged = self.combine(kind, dtype, [b.load(x) for x in slots], lanes_[0])
             for slot, v in zip(slots, merged):
                 b.store(v, slot)
-        self.accs.update(scalar)
         return True
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
