@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 from fir.backends.plan.instructions import AccInit, Instr, Load, Store
 from fir.backends.plan.loop_nest import Columns, Lanes, Node, Run, Span, Turn, loop_nest
-from fir.backends.plan.loop_tree import Item, Loop, chain, has_loops, hoist, positive, uses, walk
+from fir.backends.plan.loop_tree import Item, Loop, hoist, positive, uses, walk
 from fir.backends.plan.schedule import COLUMN_BLOCK, GRAIN, MAX_THREADS, f16_blocks, vectorises
 from fir.ir.types import Dim
 
@@ -104,9 +104,9 @@ class KernelWriter(Emitter):
 
     # -- the kernel body: the nests as the schedule runs them (:func:`loop_nest`)
 
-    def kernel_body(self, items: list[Item]) -> None:
-        tree = loop_nest(items, self.schedule)
-        if tree and isinstance(tree[0], Run) and tree[0].span is not Span.SPLIT:
+    def kernel_body(self) -> None:
+        tree = loop_nest(self.plan, self.schedule)
+        if tree and isinstance(tree[0], Run) and not tree[0].loop.reduction:
             for run in tree:
                 self.visit(run)
             return
@@ -123,7 +123,7 @@ class KernelWriter(Emitter):
             start = self.block(r.var)
             stop = f"fir_imin({start} + {r.block}, {stop})"
         items = r.items
-        if items is not None and not has_loops(items):
+        if items is not None:
             rest = self.hoisted(items, r.var, r.size, "continue;") if r.hoists else items
             # a tile's f16 blocks are x1bb: x1b is the tile's
             block = start + "b" if r.span is Span.TILE else ""
@@ -134,11 +134,11 @@ class KernelWriter(Emitter):
             self.for_(r.var, stop, step=r.block, name=self.block(r.var))
         else:
             self.loop(r.loop, start, stop)
-        if items is not None:
+        if r.phases:
             for sc in self.plan.scratch:  # a row kept between passes, on this thread's stack
                 name = self.names("buffer", sc.name)
                 self.emit(f"alignas(64) {CTYPE[sc.dtype]} {name}[{sc.elements}];")
-            self.phases(items, "continue;")
+            self.phases(r.body, "continue;")
         else:
             for node in r.body:
                 self.visit(node)
@@ -257,9 +257,9 @@ class KernelWriter(Emitter):
                 continue
             for acc in pending:  # before its loop (or none: squeezed size-1 loops)
                 self.declare(acc)
-            if isinstance(it, Run):
-                self.split_reduction(it.loop, pending)
-            elif isinstance(it, Loop):
+            if isinstance(it, Run) and it.span is Span.SPLIT:
+                self.split_reduction(it, pending)
+            elif isinstance(it, Run):
                 self.reduction_loop(it, pending, exit_)
             else:
                 assert isinstance(it, Instr)
@@ -267,31 +267,33 @@ class KernelWriter(Emitter):
             pending = []
 
     def reduction_loop(
-        self, top: Loop, accs: list[Acc], exit_: str, lo: str = "0", hi: str = ""
+        self, top: Run, accs: list[Acc], exit_: str, lo: str = "0", hi: str = ""
     ) -> None:
-        """Loop ``top`` (with the reduction loops nested in it) updating ``accs``, whose scalar
-        state is declared; ``lo``/``hi`` bound the outermost loop."""
-        loops = chain(top)
-        bounds = [(lo, hi or self.index(top.size))] + [("0", "")] * (len(loops) - 1)
-        for lp, (start, stop) in zip(loops[:-1], bounds):
-            self.loop(lp, start, stop)
-        inner_exit = "continue;" if len(loops) > 1 else exit_
+        """Reduction loop ``top`` (with the reduction loops nested in it) updating ``accs``,
+        whose scalar state is declared; ``lo``/``hi`` bound the outermost loop."""
+        runs = [top]
+        while len(runs[-1].body) == 1 and isinstance(runs[-1].body[0], Run):
+            runs.append(runs[-1].body[0])
+        bounds = [(lo, hi or self.index(top.size))] + [("0", "")] * (len(runs) - 1)
+        for r, (start, stop) in zip(runs[:-1], bounds):
+            self.loop(r.loop, start, stop)
+        inner_exit = "continue;" if len(runs) > 1 else exit_
         start, stop = bounds[-1]
+        inner = runs[-1]
         if accs:
-            self.lanes(loops[-1], accs, inner_exit, start, stop or self.index(loops[-1].size))
+            self.lanes(inner, accs, inner_exit, start, stop or self.index(inner.size))
         else:  # a pass that only reads and stores: invariants first, vectorised if it can be
-            inner = loops[-1]
-            self.vector_loop(inner, self.hoisted(inner.body, inner.var, inner.size, inner_exit))
-        self.close(len(loops) - 1)
+            lp = inner.loop
+            self.vector_loop(lp, self.hoisted(lp.body, lp.var, lp.size, inner_exit))
+        self.close(len(runs) - 1)
 
-    def lanes(self, lp: Loop, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
+    def lanes(self, r: Run, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
         """The innermost reduction loop, the schedule's lanes of elements at a time, one state
         per lane; the remainder updates the scalar state, which then merges the lanes in
         order."""
+        lp, lanes = r.loop, r.lanes
         rest = self.hoisted(lp.body, lp.var, lp.size, exit_)
-        static = isinstance(lp.size, int) and start == "0"
-        lanes = self.schedule.lanes_for([a.kind for a in accs], lp.size if static else None)
-        if not lanes or not self.simd_ok(rest, lp.var):
+        if not lanes:
             return self.serial(lp, rest, start, stop)
         vb = self.block(lp.var)
         self.open()
@@ -317,7 +319,7 @@ class KernelWriter(Emitter):
         for acc in accs:
             acc.lanes = acc.uniform = None
         self.close()
-        if not (static and isinstance(lp.size, int) and lp.size % lanes == 0):
+        if not (start == "0" and isinstance(lp.size, int) and lp.size % lanes == 0):
             self.serial(lp, rest, vb, stop)
         for acc in uniform:
             count = acc.names[-1]
@@ -326,7 +328,7 @@ class KernelWriter(Emitter):
             self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {self.merge(acc, '_v[l]')}")
         self.close()
 
-    def split_reduction(self, top: Loop, accs: list[Acc]) -> None:
+    def split_reduction(self, top: Run, accs: list[Acc]) -> None:
         """A reduction of the whole tensor: the outermost reduction loop is cut into one range
         per thread; each thread accumulates into its own state (the same names, shadowing),
         saved per thread and merged in thread order after the region."""

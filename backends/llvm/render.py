@@ -40,7 +40,7 @@ from fir.backends.plan import KernelPlan
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
-from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, loop_tree, walk
+from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, walk
 from fir.backends.plan.lowering import defined, lower, lower_instrs
 from fir.backends.plan.schedule import COLUMN_BLOCK, LLVM, independent, schedule
 from fir.ir.accumulators import Merge, merge, state, update
@@ -302,7 +302,7 @@ class _Kernel(NestWalker):
     # -- instructions
 
     def write(self) -> None:
-        for it in loop_nest(loop_tree(self.plan.instrs), self.schedule):
+        for it in loop_nest(self.plan, self.schedule):
             self.visit(it)
         self.b.ret(ir.Constant(I64, 0))
 
@@ -312,17 +312,12 @@ class _Kernel(NestWalker):
 
     # -- loops: the nests as the schedule runs them (:func:`loop_nest`)
 
-    def on_loop(self, lp: Loop) -> None:
-        """A loop of the plan inside a nest (a reduction's, in lanes where it takes them)."""
-        if lp.reduction and self.row_lanes(lp):
-            return
-        h = self.open_loop(lp.var, *self.bounds(lp), parallel=self.independent(lp.body, lp.var))
-        self.items(lp.body)
-        self.close_loop(h)
-
     def on_run(self, r: Run) -> None:
         """A loop of a nest: a tile's elements end at the tile's edge or the loop's end; the
-        tiles (``x0.t``) and column blocks (``x0.c``) step by their side."""
+        tiles (``x0.t``) and column blocks (``x0.c``) step by their side; a reduction's
+        innermost loop may run in lanes (:meth:`row_lanes`)."""
+        if r.lanes:
+            return self.row_lanes(r)
         if r.span is Span.TILE:
             lo = self.syms[r.var + ".t"]
             hi = self.smin(self.b.add(lo, ir.Constant(I64, r.block)), self.ends[r.var])
@@ -845,16 +840,14 @@ class _Kernel(NestWalker):
 
         return read
 
-    def row_lanes(self, lp: Loop) -> bool:
+    def row_lanes(self, r: Run) -> None:
         """An innermost reduction loop with an accumulator LLVM cannot vectorise as a reduction
         (Welford's divides by the running count, argmax carries an index): the schedule's lanes
         of elements at a time, each lane with its own state in a stack array, so the loop over
         the lanes has no loop-carried dependency and vectorises; the remainder updates the
         scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
+        lp, lanes_n = r.loop, r.lanes
         accs = sorted({i.acc for i in lp.body if isinstance(i, ins.Accumulate)})
-        lanes_n = self.schedule.lanes_for([self.accs[a][0] for a in accs], lp.size)
-        if has_loops(lp.body) or not accs or not lanes_n:
-            return False
         b = self.b
         width = ir.Constant(I64, lanes_n)
         scalar = {a: self.accs[a] for a in accs}
@@ -909,7 +902,6 @@ class _Kernel(NestWalker):
             merged = self.combine(kind, dtype, [b.load(x) for x in slots], lanes_[0])
             for slot, v in zip(slots, merged):
                 b.store(v, slot)
-        return True
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of

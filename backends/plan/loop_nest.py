@@ -2,17 +2,16 @@
 
 The schedule (:mod:`.schedule`) decides how each top-level nest runs: in which order, which
 pair in square tiles (and which loads from a turned copy of each tile), which loop as column
-blocks, which whole-tensor reduction split among the threads. :func:`loop_nest` writes those
-decisions out as a tree of :class:`Run` nodes (and a few nodes that say what a tile or a
-column block needs), so that the C++ and LLVM renderers walk the same loops, each with one
-handler per node kind, and neither rebuilds a nest's shape from the schedule itself.
-
-Inside a nest the plan's own loops remain (:class:`~.loop_tree.Loop`: the reduction loops of
-a row nest, a whole-tensor reduction that runs on one thread): they run as the plan wrote them.
+blocks, which whole-tensor reduction split among the threads, which reduction loop in lanes.
+:func:`loop_nest` writes those decisions out as a tree of :class:`Run` nodes, one for every
+loop that runs (and a few nodes that say what a tile or a column block needs), so that the
+C++ and LLVM renderers walk the same loops, each with one handler per node kind, and neither
+rebuilds a nest's shape from the schedule itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -21,8 +20,17 @@ from fir.ir.types import Dim
 
 from .index_text import stride
 from .instructions import HANDLER, AccInit, Expr, InstrWalker, Load
-from .loop_tree import Item, Loop, chain, column_segments, walk
-from .schedule import COLUMN_BLOCK, KernelSchedule, Kind, NestSchedule
+from .kernel import KernelPlan
+from .loop_tree import Item, Loop, chain, column_segments, loop_tree, walk
+from .schedule import (
+    COLUMN_BLOCK,
+    Family,
+    KernelSchedule,
+    Kind,
+    NestSchedule,
+    int_values,
+    reduction_lanes,
+)
 
 
 class Span(Enum):
@@ -38,11 +46,13 @@ class Span(Enum):
 @dataclass
 class Run:
     """A loop as it runs: of the plan's ``loop`` (its variable, size, and whether the runtime
-    splits it among calls), the ``span`` it walks, in steps of ``block`` (the tile's side,
-    the column block) for the spans that step by one; ``threads``: the loops, from this one
-    inward, that the threads share, collapsed into one (0: no parallel loop starts here);
-    ``hoists``: an innermost loop runs what it computes the same in every iteration once
-    before it (not the only loop of a kernel: the schedule's rule, :mod:`.schedule`)."""
+    splits it among calls), the ``span`` it walks; ``block``: the tile's side (the tiles step
+    by it, a tile's elements end at it) or the column block (the blocks step by it);
+    ``threads``: the loops, from this one inward, that the threads share, collapsed into one
+    (0: no parallel loop starts here); ``hoists``: an innermost loop runs what it computes the same in every iteration once
+    before it (not the only loop of a kernel: the schedule's rule, :mod:`.schedule`);
+    ``lanes``: a reduction's innermost loop runs that many elements at a time, one state of
+    each accumulator per lane (0: one element at a time)."""
 
     loop: Loop
     span: Span
@@ -50,6 +60,7 @@ class Run:
     block: int = 0
     threads: int = 0
     hoists: bool = True
+    lanes: int = 0
 
     @property
     def var(self) -> str:
@@ -61,10 +72,17 @@ class Run:
 
     @property
     def items(self) -> list[Item] | None:
-        """The body where it is the plan's items only (straight-line code, or a row nest's
-        reduction phases with the plan's loops); None where it holds nodes of the nest."""
+        """The body where it is straight-line code (the plan's instructions, no run or other
+        node: an innermost loop); None otherwise."""
         items = [it for it in self.body if isinstance(it, Item)]
         return items if len(items) == len(self.body) else None
+
+    @property
+    def phases(self) -> bool:
+        """Whether this is a row nest's innermost pointwise loop: reduction loops inside."""
+        return not self.loop.reduction and any(
+            isinstance(it, Run) and it.loop.reduction for it in self.body
+        )
 
 
 @dataclass(frozen=True)
@@ -116,7 +134,6 @@ Node = Item | Run | Turn | Columns | Lanes
 
 # the handler a renderer's walk calls for a node that is no instruction
 NODE_HANDLER = {
-    Loop: "on_loop",
     Run: "on_run",
     Turn: "on_turn",
     Columns: "on_columns",
@@ -126,47 +143,68 @@ NODE_HANDLER = {
 
 class NestWalker(InstrWalker):
     """The walk of a renderer of :func:`loop_nest`'s tree: ``visit`` calls ``on_<kind>`` for
-    an instruction (:class:`~.instructions.InstrWalker`) or a node (``NODE_HANDLER``: a plan
-    loop, a run, a turned tile, a column block, its lanes)."""
+    an instruction (:class:`~.instructions.InstrWalker`) or a node (``NODE_HANDLER``: a run,
+    a turned tile, a column block, its lanes)."""
 
     def visit(self, i: Any) -> Any:
         return getattr(self, NODE_HANDLER.get(type(i)) or HANDLER[type(i)])(i)
 
 
-def loop_nest(items: list[Item], sched: KernelSchedule) -> list[Node]:
-    """The loop tree ``items`` of a plan (:func:`~.loop_tree.loop_tree`) as ``sched`` runs it:
-    each top-level pointwise nest in :class:`Run` nodes, a whole-tensor reduction split among
-    the threads in a :data:`Span.SPLIT` run, the rest as the plan has it."""
-    nests = iter(sched.nests)
+def loop_nest(plan: KernelPlan, sched: KernelSchedule) -> list[Node]:
+    """``plan``'s loops as ``sched`` runs them: each top-level pointwise nest in :class:`Run`
+    nodes, and every reduction loop, a whole-tensor one split among the threads in a
+    :data:`Span.SPLIT` run."""
+    items = loop_tree(plan.instrs)
+    ints = int_values(plan)
     if not (items and isinstance(items[0], Loop) and not items[0].reduction):
-        out: list[Node] = []
-        for it in items:
-            if isinstance(it, Loop) and next(nests).has(Kind.SPLIT):
-                out.append(Run(it, Span.SPLIT, list(it.body)))
-            else:
-                out.append(it)
-        return out
+        splits = (n.has(Kind.SPLIT) for n in sched.nests)
+        return _phases(items, sched.family, ints, splits)
+    nests = iter(sched.nests)
     tops: list[Node] = []
     for top in items:
         assert isinstance(top, Loop), "the planner puts everything inside the loops"
-        tops.append(_nest(chain(top), next(nests)))
+        tops.append(_nest(chain(top), next(nests), sched.family, ints))
     return tops
 
 
-def _nest(loops: list[Loop], nest: NestSchedule) -> Run:
+def _phases(
+    items: list[Item], family: Family, ints: set[str], splits: Iterator[bool] | None = None
+) -> list[Node]:
+    """Once-per-output work and reduction loops (a row nest's body, or a kernel's, whose
+    reduction loops may be split: ``splits``, one for each): each reduction loop as runs, the
+    innermost in the family's lanes where it takes them (:func:`~.schedule.reduction_lanes`)."""
+    out: list[Node] = []
+    for it in items:
+        if not isinstance(it, Loop):
+            out.append(it)
+            continue
+        split = next(splits) if splits is not None else False
+        loops = chain(it)
+        inner = loops[-1]
+        lanes = reduction_lanes(family, inner, ints, split and len(loops) == 1)
+        node = Run(inner, Span.WHOLE, _phases(inner.body, family, ints), lanes=lanes)
+        for lp in reversed(loops[:-1]):
+            node = Run(lp, Span.WHOLE, [node])
+        node.span = Span.SPLIT if split else Span.WHOLE
+        out.append(node)
+    return out
+
+
+def _nest(loops: list[Loop], nest: NestSchedule, family: Family, ints: set[str]) -> Run:
     """One top-level pointwise nest in the schedule's order (the body moves with the innermost
     loop: NCHW batch norm over channels stores contiguously innermost); its tile pair (a
     transposed read) in square tiles, the inner one innermost, so that both the strided side
     and the stores stay in cache; or its innermost loop in column blocks."""
     by_var = {lp.var: lp for lp in loops}
-    body: list[Node] = list(loops[-1].body)
     order = [by_var[v] for v in nest.order()]
     runs = [Run(lp, Span.WHOLE, []) for lp in order]
     tile = nest.tile()
     if nest.has(Kind.COLUMNS):
         runs[-1] = Run(order[-1], Span.BLOCKS, [], COLUMN_BLOCK)
-        body = [_columns(loops[-1])]
-    elif tile is not None:
+        body: list[Node] = [_columns(loops[-1])]
+    else:
+        body = _phases(loops[-1].body, family, ints)
+    if tile is not None:
         a, b, side = by_var[tile[0]], by_var[tile[1]], tile[2]
         runs = [r for r in runs if r.loop not in (a, b)]
         runs += [Run(a, Span.TILES, [], side), Run(b, Span.TILES, [], side)]

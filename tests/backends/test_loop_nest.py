@@ -17,7 +17,6 @@ from fir.backends.plan.loop_nest import (
     Turn,
     loop_nest,
 )
-from fir.backends.plan.loop_tree import Loop, loop_tree
 from fir.backends.plan.schedule import CPP, LLVM, Family, schedule
 from fir.ir.parser import parse_module
 from fir.ir.verifier import verify_module
@@ -33,15 +32,17 @@ def kernels(text: str, pipeline: str = "fusion") -> list[KernelPlan]:
 
 def tree(text: str, family: Family, pipeline: str = "fusion") -> list[Node]:
     (plan,) = kernels(text, pipeline)
-    return loop_nest(loop_tree(plan.instrs), schedule(plan, family))
+    return loop_nest(plan, schedule(plan, family))
 
 
 def shape(nodes: list[Node]) -> list[Any]:
-    """The nodes as nested tuples: a run ``(var, span, block, threads, body)``; the plan's
-    instructions as ``"code"``, a plan loop as ``("loop", var)``."""
+    """The nodes as nested tuples: a run ``(var, span, block, threads, body)`` (a reduction's
+    in lanes: ``(var, span, "lanes", lanes, body)``), the plan's instructions as ``"code"``."""
     out: list[Any] = []
     for n in nodes:
-        if isinstance(n, Run):
+        if isinstance(n, Run) and n.lanes:
+            out.append((n.var, n.span.value, "lanes", n.lanes, shape(n.body)))
+        elif isinstance(n, Run):
             out.append((n.var, n.span.value, n.block, n.threads, shape(n.body)))
         elif isinstance(n, Turn):
             out.append(("turn", n.outer.var, n.inner.var, n.side, [t.load.dst for t in n.loads]))
@@ -49,8 +50,6 @@ def shape(nodes: list[Node]) -> list[Any]:
             out.append(("columns", [i.acc for i in n.accs], shape(n.segments)))
         elif isinstance(n, Lanes):
             out.append(("lanes", n.loop.var, n.per_lane is not None))
-        elif isinstance(n, Loop):
-            out.append(("loop", n.var))
         elif not out or out[-1] != "code":
             out.append("code")
     return out
@@ -128,14 +127,24 @@ func @f(%x: f32[512, 256]) -> (f32[256]) {
         assert shape(tree(text, family)) == [("x0", "blocks", 64, 1, [columns])]
 
 
-def test_a_row_nest_keeps_the_plans_reduction_loops() -> None:
+def test_a_row_reductions_lanes_are_the_familys() -> None:
     text = """
-func @f(%x: f32[256, 512]) -> (f32[256]) {
+func @f(%x: f32[256, 512]) -> (f32[256], f32[256], f32[256]) {
   %s = sum %x {dims = [1]} : f32[256]
-  return %s
+  %m = mean %x {dims = [1]} : f32[256]
+  %v = var %x {dims = [1]} : f32[256]
+  return %s, %m, %v
 }
 """
-    assert shape(tree(text, LLVM)) == [("x0", "whole", 0, 1, ["code", ("loop", "r0"), "code"])]
+
+    def rows(family: Family) -> list[Any]:
+        (top,) = tree(text, family)
+        assert isinstance(top, Run) and top.phases
+        return [n for n in shape(top.body) if n != "code"]
+
+    # every kind in C++'s 16 lanes; LLVM vectorises a sum itself, Welford in its 32 lanes
+    assert rows(CPP) == [("r0", "whole", "lanes", 16, ["code"])] * 2
+    assert rows(LLVM) == [("r0", "whole", 0, 0, ["code"]), ("r0", "whole", "lanes", 32, ["code"])]
 
 
 def test_only_cpp_splits_a_whole_tensor_reduction() -> None:
@@ -145,9 +154,9 @@ func @f(%x: f32[4096, 64]) -> (f32[]) {
   return %s
 }
 """
-    split = ("r0", "split", 0, 0, ["code"])
+    split = ("r0", "split", "lanes", 16, ["code"])
     assert shape(tree(text, CPP)) == ["code", split, "code"]
-    assert shape(tree(text, LLVM)) == ["code", ("loop", "r0"), "code"]
+    assert shape(tree(text, LLVM)) == ["code", ("r0", "whole", 0, 0, ["code"]), "code"]
 
 
 def test_both_renderers_handle_every_node() -> None:
@@ -156,7 +165,4 @@ def test_both_renderers_handle_every_node() -> None:
     from fir.backends.llvm.render import _Kernel
 
     for walker in (KernelWriter, _Kernel):
-        assert [h for h in NODE_HANDLER.values() if not callable(getattr(walker, h, None))] in (
-            [],
-            ["on_loop"],  # C++ walks the plan's reduction loops in its phases
-        )
+        assert [h for h in NODE_HANDLER.values() if not callable(getattr(walker, h, None))] == []
