@@ -42,7 +42,12 @@ from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
 from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, walk
 from fir.backends.plan.lowering import defined, lower, lower_instrs
-from fir.backends.plan.schedule import COLUMN_BLOCK, LLVM, independent, schedule
+from fir.backends.plan.schedule import (
+    COLUMN_BLOCK,
+    LLVM,
+    independent,
+    schedule,
+)
 from fir.ir.accumulators import Merge, merge, state, update
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
