@@ -13,6 +13,7 @@ from fir.backends.plan import DIVISION_BY_ZERO  # an int division by zero's erro
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import IndexSyntax, print_index
 from fir.backends.plan.kernel import KernelPlan
+from fir.backends.plan.loop_nest import NestWalker
 from fir.backends.plan.loop_tree import defines
 from fir.backends.plan.lowering import defined
 from fir.backends.plan.schedule import CPP, can_fail, int_values, schedule
@@ -84,7 +85,7 @@ class Acc:
         self.uniform: str | None = None  # 1 / count while every lane saw as many (Welford)
 
 
-class Emitter(ins.InstrWalker):
+class Emitter(NestWalker):
     def __init__(self, plan: KernelPlan) -> None:
         self.plan = plan
         self.lines: list[str] = []
@@ -102,7 +103,7 @@ class Emitter(ins.InstrWalker):
         # arrays, indexed by the lane ``l``, that loads read from and stores write to
         self.f16_in: dict[str, str] = {}  # load's value -> array
         self.f16_out: dict[ins.Store, str] = {}
-        self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.tiled)
+        self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.on_run)
         self.turned: dict[str, str] = {}  # a load -> its element of a turned tile (.turn)
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
         self.exit_ = "continue;"  # how a failed check leaves: :meth:`instr` sets it

@@ -37,29 +37,13 @@ never an ``omp simd`` loop, and nothing returns from inside a parallel region.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from fir.backends.plan.index_text import stride
-from fir.backends.plan.instructions import AccInit, Load, Store
-from fir.backends.plan.loop_tree import (
-    Item,
-    Loop,
-    chain,
-    column_segments,
-    hoist,
-    positive,
-    uses,
-    walk,
-)
-from fir.backends.plan.schedule import (
-    COLUMN_BLOCK,
-    GRAIN,
-    MAX_THREADS,
-    Kind,
-    NestSchedule,
-    f16_blocks,
-    vectorises,
-)
+from fir.backends.plan.instructions import AccInit, Instr, Load, Store
+from fir.backends.plan.loop_nest import Columns, Lanes, Node, Run, Span, Turn, loop_nest
+from fir.backends.plan.loop_tree import Item, Loop, hoist, positive, uses, walk
+from fir.backends.plan.schedule import COLUMN_BLOCK, GRAIN, MAX_THREADS, f16_blocks, vectorises
+from fir.ir.types import Dim
 
 from .emit import Acc, Emitter
 from .ops import CTYPE, start_value
@@ -108,60 +92,57 @@ class KernelWriter(Emitter):
             assert not isinstance(it, Loop)
             self.instr(it, exit_)
 
-    def hoisted(self, lp: Loop, exit_: str, per_lane: set[str] | None = None) -> list[Item]:
-        """Emit what loop ``lp`` computes the same in every iteration; return the rest. Only
-        from a loop that runs at least once: a check must not fire for an empty loop."""
-        early, rest = (
-            hoist(lp.body, lp.var, per_lane or set()) if positive(lp.size) else ([], lp.body)
-        )
+    def hoisted(
+        self, items: list[Item], var: str, size: Dim, exit_: str, per_lane: set[str] | None = None
+    ) -> list[Item]:
+        """Emit what loop ``var`` over ``items`` computes the same in every iteration; return
+        the rest. Only from a loop that runs at least once: a check must not fire for an
+        empty loop."""
+        early, rest = hoist(items, var, per_lane or set()) if positive(size) else ([], items)
         self.body(early, exit_)
         return rest
 
-    # -- the kernel body
+    # -- the kernel body: the nests as the schedule runs them (:func:`loop_nest`)
 
-    def kernel_body(self, items: list[Item]) -> None:
-        nests = iter(self.schedule.nests)
-        if items and isinstance(items[0], Loop) and not items[0].reduction:
-            for it in items:
-                assert isinstance(it, Loop), "the planner puts everything inside the loops"
-                self.pointwise_nest(chain(it), next(nests))
+    def kernel_body(self) -> None:
+        tree = loop_nest(self.plan, self.schedule)
+        if tree and isinstance(tree[0], Run) and not tree[0].loop.reduction:
+            for run in tree:
+                self.visit(run)
             return
         self.open()
-        self.phases(items, "goto fir_done;", nests)
+        self.phases(tree, "goto fir_done;")
         self.close()
 
-    def pointwise_nest(self, loops: list[Loop], nest: NestSchedule) -> None:
-        """A top-level nest: reduction phases inside all its loops, or in column blocks; or
-        pointwise, the loops in the schedule's order (the body moves with the innermost)."""
-        rows = nest.has(Kind.ROWS)
-        if nest.has(Kind.COLUMNS):
-            return self.column_reduction(loops, nest)
-        if not rows and [lp.var for lp in loops] != nest.order():
-            by_var = {lp.var: lp for lp in loops}
-            body = loops[-1].body
-            loops = [Loop(v, by_var[v].size, False) for v in nest.order()]
-            loops[-1].body = body
-        if nest.tile() is not None:
-            return self.tiled(loops, nest)
-        if len(loops) == 1 and not rows:
-            return self.vector_loop(loops[0], loops[0].body, parallel=1)
-        outer = loops if rows else loops[:-1]
-        self.parallel(nest.parallel())
-        for lp in outer:
-            self.loop(lp)
-        if rows:
+    def on_run(self, r: Run) -> None:
+        """A loop of a nest: the first of those the threads share carries the pragma; the
+        innermost runs vectorised when it can be, its invariants first; a row nest's
+        innermost pointwise loop runs the reduction phases."""
+        start, stop = "0", self.index(r.size)
+        if r.span is Span.TILE:
+            start = self.block(r.var)
+            stop = f"fir_imin({start} + {r.block}, {stop})"
+        items = r.items
+        if items is not None:
+            rest = self.hoisted(items, r.var, r.size, "continue;") if r.hoists else items
+            # a tile's f16 blocks are x1bb: x1b is the tile's
+            block = start + "b" if r.span is Span.TILE else ""
+            return self.vector_loop(r.loop, rest, start, stop, r.threads, block)
+        self.parallel(r.threads)
+        if r.span in (Span.TILES, Span.BLOCKS):
+            self.in_tiles |= r.span is Span.TILES
+            self.for_(r.var, stop, step=r.block, name=self.block(r.var))
+        else:
+            self.loop(r.loop, start, stop)
+        if r.phases:
             for sc in self.plan.scratch:  # a row kept between passes, on this thread's stack
                 name = self.names("buffer", sc.name)
                 self.emit(f"alignas(64) {CTYPE[sc.dtype]} {name}[{sc.elements}];")
-            self.phases(loops[-1].body, "continue;")
+            self.phases(r.body, "continue;")
         else:
-            self.innermost(loops[-1], "continue;")
-        self.close(len(outer))
-
-    def innermost(self, lp: Loop, exit_: str) -> None:
-        """A loop with no loops inside: invariants first, then the loop, vectorised when it
-        can be."""
-        self.vector_loop(lp, self.hoisted(lp, exit_))
+            for node in r.body:
+                self.visit(node)
+        self.close()
 
     def vector_loop(
         self,
@@ -245,41 +226,20 @@ class KernelWriter(Emitter):
         self.close()
         self.f16_in.clear()
 
-    def tiled(self, loops: list[Loop], nest: NestSchedule) -> None:
-        """The schedule's tile pair in square tiles, the inner one innermost; the other loops
-        and the two tile loops are collapsed into the parallel loop."""
-        tile = nest.tile()
-        assert tile is not None
-        a, b = (next(lp for lp in loops if lp.var == v) for v in tile[:2])
-        side = tile[2]
-        others = [lp for lp in loops if lp is not a and lp is not b]
-        self.in_tiles = True
-        self.parallel(nest.parallel())
-        for lp in others:
-            self.loop(lp)
-        ab, bb = self.block(a.var), self.block(b.var)
-        self.for_(a.var, self.index(a.size), step=side, name=ab)
-        self.for_(b.var, self.index(b.size), step=side, name=bb)
-        self.turn(nest.turned, a, b, side)
-        self.loop(a, ab, f"fir_imin({ab} + {side}, {self.index(a.size)})")
-        rest = self.hoisted(b, "continue;")
-        stop = f"fir_imin({bb} + {side}, {self.index(b.size)})"
-        self.vector_loop(b, rest, bb, stop, block=bb + "b")  # side % 16 == 0
-        self.close(3 + len(others))
-
-    def turn(self, turned: tuple[str, ...], a: Loop, b: Loop, side: int) -> None:
-        """Copy the tile of each ``turned`` load, transposed, to a local array (the prelude's
-        ``fir_turn``), from which the tile's loops read it in order along ``b``."""
+    def on_turn(self, t: Turn) -> None:
+        """Copy the tile of each turned load, transposed, to a local array (the prelude's
+        ``fir_turn``), from which the tile's loops read it in order along the inner loop."""
+        a, b, side = t.outer, t.inner, t.side
         ab, bb = self.block(a.var), self.block(b.var)
         rows = f"fir_imin({ab} + {side}, {self.index(a.size)}) - {ab}"
         cols = f"fir_imin({bb} + {side}, {self.index(b.size)}) - {bb}"
-        for ld in (i for i in walk(b.body) if isinstance(i, Load) and i.dst in turned):
-            symbol = next(x for x in ld.index.free_symbols if str(x) == b.var)
+        for tl in t.loads:
+            ld = tl.load
             tile = self.names.add("turned", ld.dst + "_tile")
             start = (
                 f"{self.names('buffer', ld.buffer)}[{self.index(ld.index, {a.var: ab, b.var: bb})}]"
             )
-            along = self.index(stride(ld.index, symbol))
+            along = self.index(tl.along)
             self.emit(f"alignas(64) {CTYPE[ld.dtype]} {tile}[{side * side}];")
             self.emit(f"fir_turn<{side}>({tile}, &{start}, {along}, {rows}, {cols});")
             a_at, b_at = self.names("var", a.var), self.names("var", b.var)
@@ -287,12 +247,9 @@ class KernelWriter(Emitter):
 
     # -- row reductions
 
-    def phases(
-        self, items: list[Item], exit_: str, nests: Iterator[NestSchedule] | None = None
-    ) -> None:
+    def phases(self, items: Sequence[Node], exit_: str) -> None:
         """Once-per-output work and reduction loops, in order: the body of the pointwise
-        loops, or the kernel's (``nests``: the schedule of each top-level loop, which may be
-        split among the threads)."""
+        loops, or the kernel's (whose reduction loops may be split among the threads)."""
         pending: list[Acc] = []
         for it in items:
             if isinstance(it, AccInit):
@@ -300,39 +257,43 @@ class KernelWriter(Emitter):
                 continue
             for acc in pending:  # before its loop (or none: squeezed size-1 loops)
                 self.declare(acc)
-            if not isinstance(it, Loop):
-                self.instr(it, exit_)
-            elif nests is not None and next(nests).has(Kind.SPLIT):
+            if isinstance(it, Run) and it.span is Span.SPLIT:
                 self.split_reduction(it, pending)
-            else:
+            elif isinstance(it, Run):
                 self.reduction_loop(it, pending, exit_)
+            else:
+                assert isinstance(it, Instr)
+                self.instr(it, exit_)
             pending = []
 
     def reduction_loop(
-        self, top: Loop, accs: list[Acc], exit_: str, lo: str = "0", hi: str = ""
+        self, top: Run, accs: list[Acc], exit_: str, lo: str = "0", hi: str = ""
     ) -> None:
-        """Loop ``top`` (with the reduction loops nested in it) updating ``accs``, whose scalar
-        state is declared; ``lo``/``hi`` bound the outermost loop."""
-        loops = chain(top)
-        bounds = [(lo, hi or self.index(top.size))] + [("0", "")] * (len(loops) - 1)
-        for lp, (start, stop) in zip(loops[:-1], bounds):
-            self.loop(lp, start, stop)
-        inner_exit = "continue;" if len(loops) > 1 else exit_
+        """Reduction loop ``top`` (with the reduction loops nested in it) updating ``accs``,
+        whose scalar state is declared; ``lo``/``hi`` bound the outermost loop."""
+        runs = [top]
+        while len(runs[-1].body) == 1 and isinstance(runs[-1].body[0], Run):
+            runs.append(runs[-1].body[0])
+        bounds = [(lo, hi or self.index(top.size))] + [("0", "")] * (len(runs) - 1)
+        for r, (start, stop) in zip(runs[:-1], bounds):
+            self.loop(r.loop, start, stop)
+        inner_exit = "continue;" if len(runs) > 1 else exit_
         start, stop = bounds[-1]
+        inner = runs[-1]
         if accs:
-            self.lanes(loops[-1], accs, inner_exit, start, stop or self.index(loops[-1].size))
-        else:
-            self.innermost(loops[-1], inner_exit)
-        self.close(len(loops) - 1)
+            self.lanes(inner, accs, inner_exit, start, stop or self.index(inner.size))
+        else:  # a pass that only reads and stores: invariants first, vectorised if it can be
+            lp = inner.loop
+            self.vector_loop(lp, self.hoisted(lp.body, lp.var, lp.size, inner_exit))
+        self.close(len(runs) - 1)
 
-    def lanes(self, lp: Loop, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
+    def lanes(self, r: Run, accs: list[Acc], exit_: str, start: str, stop: str) -> None:
         """The innermost reduction loop, the schedule's lanes of elements at a time, one state
         per lane; the remainder updates the scalar state, which then merges the lanes in
         order."""
-        rest = self.hoisted(lp, exit_)
-        static = isinstance(lp.size, int) and start == "0"
-        lanes = self.schedule.lanes_for([a.kind for a in accs], lp.size if static else None)
-        if not lanes or not self.simd_ok(rest, lp.var):
+        lp, lanes = r.loop, r.lanes
+        rest = self.hoisted(lp.body, lp.var, lp.size, exit_)
+        if not lanes:
             return self.serial(lp, rest, start, stop)
         vb = self.block(lp.var)
         self.open()
@@ -358,7 +319,7 @@ class KernelWriter(Emitter):
         for acc in accs:
             acc.lanes = acc.uniform = None
         self.close()
-        if not (static and isinstance(lp.size, int) and lp.size % lanes == 0):
+        if not (start == "0" and isinstance(lp.size, int) and lp.size % lanes == 0):
             self.serial(lp, rest, vb, stop)
         for acc in uniform:
             count = acc.names[-1]
@@ -367,7 +328,7 @@ class KernelWriter(Emitter):
             self.emit(f"for (int64_t l = 0; l < {lanes}; ++l) {self.merge(acc, '_v[l]')}")
         self.close()
 
-    def split_reduction(self, top: Loop, accs: list[Acc]) -> None:
+    def split_reduction(self, top: Run, accs: list[Acc]) -> None:
         """A reduction of the whole tensor: the outermost reduction loop is cut into one range
         per thread; each thread accumulates into its own state (the same names, shadowing),
         saved per thread and merged in thread order after the region."""
@@ -400,43 +361,31 @@ class KernelWriter(Emitter):
 
     # -- column reductions
 
-    def column_reduction(self, loops: list[Loop], nest: NestSchedule) -> None:
-        """Interchanged (the schedule's column blocks): blocks of ``COLUMN_BLOCK`` outputs, the
-        reduction loops outside, the block inside. Values made once per output and read in a
-        later segment live in per-block arrays, as do the accumulators."""
-        inner = loops[-1]
-        self.parallel(nest.parallel())
-        for lp in loops[:-1]:
-            self.loop(lp)
-        xb, size = self.block(inner.var), self.index(inner.size)
-        self.for_(inner.var, size, step=COLUMN_BLOCK, name=xb)
+    def on_columns(self, c: Columns) -> None:
+        """A column block (the schedule's column reduction): ``fir_n`` outputs from the block's
+        first; values made once per output and read in a later segment live in per-block
+        arrays, as do the accumulators."""
+        xb, size = self.block(c.loop.var), self.index(c.loop.size)
         self.emit(f"const int64_t fir_n = fir_imin({COLUMN_BLOCK}, {size} - {xb});")
-        segments, made, crossing = column_segments(inner)
-        for name in sorted(crossing):
+        for name in sorted(c.crossing):
             self.emit(f"{CTYPE[self.dtypes[name]]} {self.ref(name)}[{COLUMN_BLOCK}];")
             self.refs[name] = f"{self.ref(name)}[l]"
-        accs = [self.accs[i.acc] for i in walk(inner.body) if isinstance(i, AccInit)]
+        accs = [self.accs[i.acc] for i in c.accs]
         for acc in accs:
             self.declare(acc, "_v", str(COLUMN_BLOCK))
             acc.lanes = "l"
-        for seg in segments:
-            if not isinstance(seg[0], Loop):
-                self.block_loop(inner.var, seg)
-                continue
-            chained = chain(seg[0])
-            for lp in chained:
-                self.loop(lp)
-            body = Loop(inner.var, inner.size, False, chained[-1].body)
-            self.block_loop(inner.var, self.hoisted(body, "continue;", made))
-            self.close(len(chained))
+        for seg in c.segments:
+            self.visit(seg)
         for acc in accs:
             acc.lanes = None
-        for name in crossing:
+        for name in c.crossing:
             del self.refs[name]
-        self.close(len(loops))
 
-    def block_loop(self, var: str, items: list[Item]) -> None:
-        """``for l < fir_n`` over the block of pointwise loop ``var``."""
+    def on_lanes(self, n: Lanes) -> None:
+        """``for l < fir_n`` over the outputs of a column block of pointwise loop ``var``."""
+        var, items = n.loop.var, n.items
+        if n.per_lane is not None:
+            items = self.hoisted(items, var, n.loop.size, "continue;", n.per_lane)
         if self.simd_ok(items, var):
             self.emit("#pragma omp simd")
         self.for_("", "fir_n", name="l")
@@ -447,7 +396,8 @@ class KernelWriter(Emitter):
                 for line in lane_init(self.accs[it.acc]):
                     self.emit(line)
             else:
-                self.instr(it, "continue;")  # type: ignore[arg-type]
+                assert isinstance(it, Instr), "a column segment's loops are outside its lanes"
+                self.instr(it, "continue;")
         self.close()
 
 

@@ -14,7 +14,6 @@ written (threads, lanes, interchange, tiles) is :mod:`.loops`.
 from __future__ import annotations
 
 from fir.backends.plan.kernel import KernelPlan
-from fir.backends.plan.loop_tree import loop_tree
 from fir.backends.plan.lowering import lower
 from fir.backends.plan.program import ProgramPlan, shared_storage
 from fir.ir.types import dim_str
@@ -67,7 +66,7 @@ def render_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> st
         w.emit(f"const int64_t {w.names('size', s)} = sizes[{k}];")
     if w.fails:
         w.emit("int64_t fir_err = 0, fir_errv = 0;")
-    w.kernel_body(loop_tree(plan.instrs))
+    w.kernel_body()
     if w.uses_done:
         w.emit("fir_done:;")
     if w.fails:

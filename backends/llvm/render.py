@@ -15,7 +15,7 @@ is kept per accumulator, or changed within rounding where said):
 * a pointwise nest in the schedule's order (a loop that walks memory in order innermost);
 * the schedule's tile pair (a transposed read) in square tiles;
 * a column reduction (``x.sum(0)``) in blocks of outputs, the reduction loop outside a loop
-  over the block, accumulators in block arrays (:meth:`_Kernel.column_reduction`);
+  over the block, accumulators in block arrays (:meth:`_Kernel.on_columns`);
 * a float sum or product reassociates (``reassoc nsz``, ``FIR_LLVM_REASSOC``) and max/min are
   ``llvm.maximum``/``llvm.minimum``, so row reductions vectorise; Welford and argmax, which LLVM
   cannot vectorise as reductions, run in lanes with a state each (:meth:`_Kernel.row_lanes`).
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 from typing import Any
 
@@ -39,23 +39,12 @@ import sympy
 from fir.backends.plan import KernelPlan
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
-from fir.backends.plan.index_text import stride as index_stride
-from fir.backends.plan.loop_tree import (
-    Item,
-    Loop,
-    chain,
-    column_segments,
-    defines,
-    has_loops,
-    loop_tree,
-    walk,
-)
+from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
+from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, walk
 from fir.backends.plan.lowering import defined, lower, lower_instrs
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
-    Kind,
-    NestSchedule,
     independent,
     schedule,
 )
@@ -192,7 +181,7 @@ def storage_type(dtype: DType) -> ir.Type:
     return {DType.BOOL: I8, DType.F16: F16, DType.BF16: I16}.get(dtype) or value_type(dtype)
 
 
-class _Kernel(ins.InstrWalker):
+class _Kernel(NestWalker):
     def __init__(
         self,
         module: ir.Module,
@@ -244,9 +233,14 @@ class _Kernel(ins.InstrWalker):
         self.acc_init: dict[str, list[Any]] = {}
         # a lane's update reads from its block (welford in lanes: the count, its reciprocal)
         self.uniform: dict[str, dict[str, Any]] = {}
-        # a load read from a turned tile (:meth:`turn`): the tile, the tile's loops, their
+        # a load read from a turned tile (:meth:`on_turn`): the tile, the tile's loops, their
         # first elements, its side
         self.turned: dict[str, tuple[Any, str, str, Any, Any, int]] = {}
+        # where each loop of a nest ends (a tile's elements end at its edge or there)
+        self.ends: dict[str, Any] = {}
+        # the column block being written: its first output, its outputs, the values crossing
+        # from one segment to another and their block arrays (:meth:`on_lanes`)
+        self.column: tuple[Any, Any, set[str], dict[str, Any]] = (None, None, set(), {})
 
     # -- helpers
 
@@ -313,44 +307,34 @@ class _Kernel(ins.InstrWalker):
     # -- instructions
 
     def write(self) -> None:
-        nests = iter(self.schedule.nests)
-        for it in loop_tree(self.plan.instrs):
-            if isinstance(it, Loop):
-                self.loop(it, next(nests))
-            else:
-                self.items([it])
+        for it in loop_nest(self.plan, self.schedule):
+            self.visit(it)
         self.b.ret(ir.Constant(I64, 0))
 
-    def items(self, items: list[Item]) -> None:
+    def items(self, items: Sequence[Node]) -> None:
         for it in items:
-            if isinstance(it, Loop):
-                self.loop(it)
-            else:
-                self.visit(it)
+            self.visit(it)
 
-    # -- loops
+    # -- loops: the nests as the schedule runs them (:func:`loop_nest`)
 
-    def loop(self, lp: Loop, nest: NestSchedule | None = None) -> None:
-        """A loop of the plan; a top-level pointwise nest (``nest``: its schedule) may run
-        interchanged, tiled or as column blocks."""
-        if lp.reduction and self.row_lanes(lp):
-            return
-        if nest is not None and not lp.reduction:
-            loops = chain(lp)
-            if nest.has(Kind.COLUMNS):
-                self.column_reduction(loops)
-                return
-            if nest.tile() is not None:
-                self.tiled(loops, nest)
-                return
-            if nest.order() != [x.var for x in loops]:
-                self.interchanged(loops, nest.order())
-                return
-        self.plain(lp)
-
-    def plain(self, lp: Loop) -> None:
-        h = self.open_loop(lp.var, *self.bounds(lp), parallel=self.independent(lp.body, lp.var))
-        self.items(lp.body)
+    def on_run(self, r: Run) -> None:
+        """A loop of a nest: a tile's elements end at the tile's edge or the loop's end; the
+        tiles (``x0.t``) and column blocks (``x0.c``) step by their side; a reduction's
+        innermost loop may run in lanes (:meth:`row_lanes`)."""
+        if r.lanes:
+            return self.row_lanes(r)
+        if r.span is Span.TILE:
+            lo = self.syms[r.var + ".t"]
+            hi = self.smin(self.b.add(lo, ir.Constant(I64, r.block)), self.ends[r.var])
+        else:
+            lo, hi = self.bounds(r.loop)
+            self.ends[r.var] = hi
+        steps = r.span in (Span.TILES, Span.BLOCKS)
+        name = r.var + {Span.TILES: ".t", Span.BLOCKS: ".c"}.get(r.span, "")
+        items = r.items
+        parallel = items is not None and self.independent(items, r.var)
+        h = self.open_loop(name, lo, hi, r.block if steps else 1, parallel=parallel)
+        self.items(r.body)
         self.close_loop(h)
 
     def independent(self, items: list[Item], var: str) -> bool:
@@ -438,53 +422,21 @@ class _Kernel(ins.InstrWalker):
             inst.set_metadata("llvm.access.group", group)
         return group
 
-    def interchanged(self, loops: list[Loop], order: list[str]) -> None:
-        """A pointwise nest in the schedule's order (NCHW batch norm over channels: the loop
-        that stores contiguously innermost), the body inside the innermost."""
-        body = loops[-1].body
-        by_var = {lp.var: lp for lp in loops}
-        hs = [
-            self.open_loop(
-                v, *self.bounds(by_var[v]), parallel=v == order[-1] and self.independent(body, v)
-            )
-            for v in order
-        ]
-        self.items(body)
-        self.close_loops(hs)
-
-    def tiled(self, loops: list[Loop], nest: NestSchedule) -> None:
-        """The schedule's tile pair (a transposed read) in square tiles, the inner one (it
-        stores contiguously) innermost: both the strided side and the stores stay in cache."""
-        tile = nest.tile()
-        assert tile is not None
-        pair = [next(lp for lp in loops if lp.var == v) for v in tile[:2]]
-        body = loops[-1].body
-        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops if lp not in pair]
-        ends = [self.bounds(lp) for lp in pair]
-        hs += [self.open_loop(lp.var + ".t", lo, hi, tile[2]) for lp, (lo, hi) in zip(pair, ends)]
-        self.turn(nest.turned, pair, ends, tile[2])
-        for k, (lp, (_, hi)) in enumerate(zip(pair, ends)):  # the elements of this tile
-            t = self.syms[lp.var + ".t"]
-            end = self.smin(self.b.add(t, ir.Constant(I64, tile[2])), hi)
-            parallel = k == 1 and self.independent(body, lp.var)
-            hs.append(self.open_loop(lp.var, t, end, parallel=parallel))
-        self.items(body)
-        self.close_loops(hs)
-
-    def turn(self, turned: tuple[str, ...], pair: list[Loop], ends: list[Any], side: int) -> None:
-        """Copy the tile of each ``turned`` load, transposed, to a stack array (``tile[i *
-        side + j] = src[i + j * stride]``, ``i`` along the outer loop of the tile ``pair``),
-        from which the tile's loops read it in order: 8 x 8 blocks through the shuffles of a
-        register transpose, the tile's edges one element at a time."""
-        b, (a, c) = self.b, pair
+    def on_turn(self, turn: Turn) -> None:
+        """Copy the tile of each turned load, transposed, to a stack array (``tile[i * side +
+        j] = src[i + j * stride]``, ``i`` along the tile's outer loop), from which the tile's
+        loops read it in order: 8 x 8 blocks through the shuffles of a register transpose, the
+        tile's edges one element at a time."""
+        b, a, c, side = self.b, turn.outer, turn.inner, turn.side
         at, ct = self.syms[a.var + ".t"], self.syms[c.var + ".t"]
         rows, cols = (
-            b.sub(self.smin(b.add(t, ir.Constant(I64, side)), hi), t)
-            for t, (_, hi) in zip((at, ct), ends)
+            b.sub(self.smin(b.add(t, ir.Constant(I64, side)), self.ends[lp.var]), t)
+            for t, lp in ((at, a), (ct, c))
         )
         r8, c8 = (b.and_(n, ir.Constant(I64, ~7)) for n in (rows, cols))
         zero = ir.Constant(I64, 0)
-        for ld in (i for i in walk(c.body) if isinstance(i, ins.Load) and i.dst in turned):
+        for tl in turn.loads:
+            ld = tl.load
             ty = storage_type(ld.dtype)
             tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
             tile.align = 64
@@ -492,8 +444,7 @@ class _Kernel(ins.InstrWalker):
             self.syms[a.var], self.syms[c.var] = at, ct  # the tile's first element
             src = b.gep(self.bufs[ld.buffer], [self.index(ld.index)])
             del self.syms[a.var], self.syms[c.var]
-            symbol = next(x for x in ld.index.free_symbols if str(x) == c.var)
-            stride = self.index(index_stride(ld.index, symbol))
+            stride = self.index(tl.along)
 
             def at_(ptr: Any, i: Any, j: Any, j_step: Any) -> Any:
                 return self.b.gep(ptr, [self.b.add(i, self.b.mul(j, j_step))])
@@ -526,45 +477,27 @@ class _Kernel(ins.InstrWalker):
         for h in reversed(handles):
             self.close_loop(h)
 
-    def column_reduction(self, loops: list[Loop]) -> None:
-        """The schedule's column blocks (``x.sum(0)``): the innermost pointwise loop runs in
-        blocks of ``COLUMN_BLOCK`` outputs; for each block the reduction loops run outside a
-        loop over the block's outputs, each with its accumulators in a stack array, so the
-        inner loop reads memory in order and vectorises (no loop-carried dependency). Values
-        made once per output and read by a later pass cross in per-block arrays too."""
-        inner = loops[-1]
-        segments, _, crossing = column_segments(inner)
-        hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in loops[:-1]]
-        lo, hi = self.bounds(inner)
-        hs.append(self.open_loop(inner.var + ".c", lo, hi, COLUMN_BLOCK))
-        xb = self.syms[inner.var + ".c"]
-        n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(hi, xb))
-        for i in walk(inner.body):
-            if isinstance(i, ins.AccInit):
-                start = self.acc_start(i)
-                lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
-                self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
-        arrays: dict[str, Any] = {}
-        for seg in segments:  # a nest of reduction loops around the lanes, or plain items
-            ch = chain(seg[0]) if isinstance(seg[0], Loop) else []
-            inner_hs = [self.open_loop(lp.var, *self.bounds(lp)) for lp in ch]
-            self.lane_loop(inner.var, xb, n, ch[-1].body if ch else seg, crossing, arrays)
-            self.close_loops(inner_hs)
-        self.close_loops(hs)
+    def on_columns(self, cols: Columns) -> None:
+        """A column block (the schedule's column reduction, ``x.sum(0)``): for a block of
+        outputs the reduction loops run outside a loop over the block's outputs
+        (:meth:`on_lanes`), each with its accumulators in a stack array, so the inner loop
+        reads memory in order and vectorises (no loop-carried dependency). Values made once
+        per output and read by a later pass cross in per-block arrays too."""
+        xb = self.syms[cols.loop.var + ".c"]
+        n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(self.ends[cols.loop.var], xb))
+        for i in cols.accs:
+            start = self.acc_start(i)
+            lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
+            self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
+        self.column = (xb, n, cols.crossing, {})
+        self.items(cols.segments)
         self.lane_accs.clear()
 
-    def lane_loop(
-        self,
-        var: str,
-        xb: Any,
-        n: Any,
-        items: list[Item],
-        crossing: set[str],
-        arrays: dict[str, Any],
-    ) -> None:
-        """``for l < n: var = xb + l`` over ``items``, each accumulator and crossing value
-        element ``l`` of its block array."""
-        b = self.b
+    def on_lanes(self, lanes: Lanes) -> None:
+        """``for l < n: var = xb + l`` over the outputs of a column block, each accumulator and
+        crossing value element ``l`` of its block array."""
+        b, var, items = self.b, lanes.loop.var, lanes.items
+        xb, n, crossing, arrays = self.column
         h = self.open_loop(
             var + ".l", ir.Constant(I64, 0), n, parallel=self.independent(items, var)
         )
@@ -912,16 +845,14 @@ class _Kernel(ins.InstrWalker):
 
         return read
 
-    def row_lanes(self, lp: Loop) -> bool:
+    def row_lanes(self, r: Run) -> None:
         """An innermost reduction loop with an accumulator LLVM cannot vectorise as a reduction
         (Welford's divides by the running count, argmax carries an index): the schedule's lanes
         of elements at a time, each lane with its own state in a stack array, so the loop over
         the lanes has no loop-carried dependency and vectorises; the remainder updates the
         scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
+        lp, lanes_n = r.loop, r.lanes
         accs = sorted({i.acc for i in lp.body if isinstance(i, ins.Accumulate)})
-        lanes_n = self.schedule.lanes_for([self.accs[a][0] for a in accs], lp.size)
-        if has_loops(lp.body) or not accs or not lanes_n:
-            return False
         b = self.b
         width = ir.Constant(I64, lanes_n)
         scalar = {a: self.accs[a] for a in accs}
@@ -976,8 +907,6 @@ class _Kernel(ins.InstrWalker):
             merged = self.combine(kind, dtype, [b.load(x) for x in slots], lanes_[0])
             for slot, v in zip(slots, merged):
                 b.store(v, slot)
-        self.accs.update(scalar)
-        return True
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of

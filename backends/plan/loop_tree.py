@@ -30,7 +30,7 @@ from .instructions import (
 @dataclass
 class Loop:
     """``for var in [0, size)`` and its body. ``parallel``: the loop a kernel is split across
-    threads on; renderers also make loops of their own (an interchanged or tiled nest)."""
+    threads on; a nest runs them as its schedule says (:mod:`.loop_nest`)."""
 
     var: str
     size: Dim

@@ -32,6 +32,7 @@ from .instructions import (
     DIVIDES,
     AccInit,
     AccResult,
+    Accumulate,
     CheckIndex,
     Compute,
     Constant,
@@ -480,6 +481,20 @@ def lanes_for(family: Family, kinds: Iterable[str], size: Dim | None) -> int:
     if isinstance(size, int) and size < family.lanes:
         return 0
     return family.lanes
+
+
+def reduction_lanes(family: Family, inner: Loop, ints: set[str], split: bool = False) -> int:
+    """The lanes of a reduction's innermost loop ``inner`` (0: it runs one element at a time):
+    the family's (:func:`lanes_for`) for the accumulators the loop updates, where it has no
+    loop inside and, for a family that vectorises its loops itself, where the loop over the
+    lanes vectorises (its invariants hoisted). ``split``: ``inner`` is a thread's part of a
+    split reduction (its range is not known here)."""
+    kinds = [i.kind for i in inner.body if isinstance(i, Accumulate)]
+    if not kinds or has_loops(inner.body):
+        return 0
+    if family.vectors and not vectorises(innermost_rest(inner), inner.var, ints):
+        return 0
+    return lanes_for(family, kinds, None if split else inner.size)
 
 
 def reduction_f16(
