@@ -51,6 +51,7 @@ from fir.backends.plan.loop_tree import (
     walk,
 )
 from fir.backends.plan.lowering import defined, lower, lower_instrs
+from fir.backends.plan.op_forms import COMPARISONS, MATH1, MATH2, ROUNDING, operand_dtype
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -108,8 +109,8 @@ def _step_native(op: str, dtype: DType) -> bool:
     return native(op, dtype) or (op in ("maximum", "minimum") and dtype.is_float)
 
 
-# comparisons as predicates; float ops that are one LLVM intrinsic, and those that call libm
-COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# float ops that are one LLVM intrinsic; the other math functions (op_forms.MATH1, MATH2) call
+# libm, but fmod: ``frem`` (FLOAT_OPS) is libm's fmod, and the loop vectoriser knows it
 INTRINSICS = {
     "abs": "llvm.fabs", "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log",
     "log2": "llvm.log2", "log10": "llvm.log10", "sqrt": "llvm.sqrt", "sin": "llvm.sin",
@@ -117,10 +118,18 @@ INTRINSICS = {
     "round": "llvm.rint", "pow": "llvm.pow", "copysign": "llvm.copysign",
     "maximum": "llvm.maximum", "minimum": "llvm.minimum",  # accumulator steps' (_step_native)
 }  # fmt: skip
-LIBM = {
-    "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-    "acosh", "atanh", "erf", "erfc", "atan2", "hypot", "lgamma",
+# op -> the IRBuilder method that writes it: of float operands; of integers (where unsigned
+# ones differ, "signed unsigned"), the plan's tdiv, trem (floordiv and mod are lowered) and
+# shifts (shl and shr are) included; of bools, where they differ from an i1's
+FLOAT_OPS = {
+    "add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "neg": "fneg", "fmod": "frem",
 }  # fmt: skip
+INT_OPS = {
+    "add": "add", "sub": "sub", "mul": "mul", "neg": "neg", "bitwise_not": "not_",
+    "bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor",
+    "tdiv": "sdiv udiv", "trem": "srem urem", "shl_in_range": "shl", "shr_in_range": "ashr lshr",
+}  # fmt: skip
+BOOL_OPS = {"add": "or_", "mul": "and_"}
 
 
 # a bound on ``|op(...)|`` from bounds on its operands' (interval arithmetic on magnitudes)
@@ -708,8 +717,7 @@ class _Kernel(ins.InstrWalker):
     def on_compute(self, i: ins.Compute) -> None:
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
-        named = (self.dtypes[a] for a in i.args if isinstance(a, str))
-        src = i.dtype if i.op == "where" else next(named, i.dtype)
+        src = operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         args = [
             self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
             for k, a in enumerate(i.args)
@@ -723,7 +731,7 @@ class _Kernel(ins.InstrWalker):
         elif bounded is not None and bound <= TRIG_BOUND:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
-            self.vals[i.dst] = self.op(i.op, args, src, i.dtype)
+            self.vals[i.dst] = self.op(i.op, args, src)
         self.magnitude[i.dst] = self._magnitude(i)
 
     def _bound(self, a: Any) -> float:
@@ -743,12 +751,12 @@ class _Kernel(ins.InstrWalker):
             return math.inf
         return bound([self._bound(a) for a in i.args])
 
-    def op(self, op: str, a: list[Any], src: DType, dst: DType) -> Any:
+    def op(self, op: str, a: list[Any], src: DType) -> Any:
         b = self.b
-        if op in COMPARE:
+        if op in COMPARISONS:
             if src.is_float:  # ordered, but ne (NaN != NaN)
-                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(COMPARE[op], *a)
-            return self.icmp(src)(COMPARE[op], *a)
+                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(COMPARISONS[op], *a)
+            return self.icmp(src)(COMPARISONS[op], *a)
         if op.startswith("logical_"):
             t = [self.convert(x, src, DType.BOOL) for x in a]
             logical = {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}
@@ -770,48 +778,32 @@ class _Kernel(ins.InstrWalker):
             return MATH_F32[op](b, a[0])  # branch-free IR: the loop vectoriser widens it
         if op in INTRINSICS:
             return self.intrinsic(INTRINSICS[op], ty, a)
-        if op in LIBM:
+        if op in FLOAT_OPS:
+            return getattr(b, FLOAT_OPS[op])(*a)
+        if op in MATH1 or op in MATH2:
             return self.libm(op, ty, a)
-        bits = I32 if ty == F32 else I64
-        simple: dict[str, Callable[..., Any]] = {
-            "add": b.fadd,
-            "sub": b.fsub,
-            "mul": b.fmul,
-            "div": b.fdiv,
-            "fmod": b.frem,  # libm's fmod, and the loop vectoriser knows it
-            "neg": b.fneg,
-            "isnan": lambda x: b.fcmp_unordered("uno", x, x),
-            "signbit": lambda x: b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0)),
-        }
-        return simple[op](*a) if op in simple else None
+        if op == "isnan":
+            return b.fcmp_unordered("uno", a[0], a[0])
+        if op == "signbit":
+            bits = I32 if ty == F32 else I64
+            return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
+        return None
 
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
-        unsigned = not src.is_signed
-        if op in ins.DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
-            self.fail_if(
-                b.icmp_signed("==", a[1], ir.Constant(ty, 0)), "div.zero", DIVISION_BY_ZERO
-            )
-            if op == "tdiv":
-                return b.udiv(*a) if unsigned else b.sdiv(*a)
-            return b.urem(*a) if unsigned else b.srem(*a)
-        if op in ("floor", "ceil", "round", "trunc") or (op == "abs" and unsigned):
+        if op in ins.DIVIDES:  # the plan's tdiv and trem
+            zero = b.icmp_signed("==", a[1], ir.Constant(ty, 0))
+            self.fail_if(zero, "div.zero", DIVISION_BY_ZERO)
+        if op in ROUNDING or (op == "abs" and not src.is_signed):
             return a[0]  # an integer is whole, an unsigned one its own size
-        zero = ir.Constant(ty, 0)
-        table: dict[str, Callable[..., Any]] = {
-            "add": b.or_ if src.is_bool else b.add,
-            "sub": b.sub,
-            "mul": b.and_ if src.is_bool else b.mul,
-            "neg": b.neg,
-            "abs": lambda x: b.select(self.icmp(src)("<", x, zero), b.neg(x), x),
-            "bitwise_not": b.not_,
-            "bitwise_and": b.and_,
-            "bitwise_or": b.or_,
-            "bitwise_xor": b.xor,
-            "shl_in_range": b.shl,  # the plan's shifts (shl and shr are lowered)
-            "shr_in_range": b.lshr if unsigned else b.ashr,
-        }
-        return table[op](*a) if op in table else None
+        if op == "abs":
+            negative = self.icmp(src)("<", a[0], ir.Constant(ty, 0))
+            return b.select(negative, b.neg(a[0]), a[0])
+        names = (BOOL_OPS.get(op) if src.is_bool else None) or INT_OPS.get(op)
+        if names is None:
+            return None
+        signed, _, unsigned = names.partition(" ")
+        return getattr(b, unsigned if unsigned and not src.is_signed else signed)(*a)
 
     # -- accumulators
 
@@ -905,10 +897,9 @@ class _Kernel(ins.InstrWalker):
             if truths:  # and/or with a known truth: the absorbing one, or the other operand
                 absorbing = s.op == "logical_or"
                 return absorbing if absorbing in truths else args[isinstance(args[0], bool)]
-            named = next(a for a in s.args if isinstance(a, str))
-            src = s.dtype if s.op == "where" else types[named]
+            src = operand_dtype(s.op, s.args, s.dtype, types)
             args = [self.const(a.value, src) if isinstance(a, Literal) else a for a in args]
-            return self.op(s.op, args, src, s.dtype)
+            return self.op(s.op, args, src)
 
         return read
 

@@ -16,24 +16,17 @@ from __future__ import annotations
 
 import math
 
+from fir.backends.plan.op_forms import MATH1, MATH2, OPERATORS, ROUNDING, operand_dtype
 from fir.ir.accumulators import extreme, merge, state
 from fir.ir.dtypes import DType, round_to, torch_name
 from fir.ir.graph import Literal
 
-# op -> the operator between its two operands
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<="}
-_INFIX |= {"gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-# op -> ld.OP(operands), libdevice's function of the op's name: one operand, two operands
-_LIBDEVICE = (
-    "trunc exp exp2 expm1 log log2 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh "
-    "atanh erf erfc erfinv"
-)
-_LIBDEVICE2 = "fmod pow atan2 hypot copysign"
-# Elementwise ops over float (or any) operands.
+# Elementwise ops over float (or any) operands: the operators, and libdevice's function of the
+# op's name (``ld.OP``) for the math functions, but where an entry after them says otherwise
 OPS: dict[str, str] = {
-    **{op: f"{{0}} {sign} {{1}}" for op, sign in _INFIX.items()},
-    **{op: f"ld.{op}({{0}})" for op in _LIBDEVICE.split()},
-    **{op: f"ld.{op}({{0}}, {{1}})" for op in _LIBDEVICE2.split()},
+    **{op: f"{{0}} {sign} {{1}}" for op, sign in OPERATORS.items()},
+    **{op: f"ld.{op}({{0}})" for op in ("trunc", *MATH1)},
+    **{op: f"ld.{op}({{0}}, {{1}})" for op in MATH2},
     **{op: f"fir_{op}({{0}})" for op in ("floor", "ceil", "lgamma", "digamma")},
     **{op: f"fir_{op}({{0}}, {{1}})" for op in ("shl", "shr")},
     "div": "tl.div_rn({0}, {1})",
@@ -68,7 +61,7 @@ INT_OPS: dict[str, str] = {
     "abs": "tl.where({0} < 0, -{0}, {0})",
     "maximum": "tl.maximum({0}, {1})",
     "minimum": "tl.minimum({0}, {1})",
-    **dict.fromkeys(("floor", "ceil", "round", "trunc"), "{0}"),
+    **dict.fromkeys(ROUNDING, "{0}"),
 }
 BOOL_OPS: dict[str, str] = {
     "bitwise_not": "{0} == 0",
@@ -104,8 +97,7 @@ def combine_source(name: str, kind: str, dtype: DType) -> str:
     spec = merge(kind, dtype)
     lines = ["@triton.jit", f"def {name}({', '.join(types)}):"]
     for step in spec.steps:
-        named = next(a for a in step.args if isinstance(a, str))
-        operand = step.dtype if step.op == "where" else types[named]
+        operand = operand_dtype(step.op, step.args, step.dtype, types)
         args = [a if isinstance(a, str) else literal(Literal(a), operand) for a in step.args]
         pattern = op_pattern(step.op, operand)
         assert pattern is not None, step.op
