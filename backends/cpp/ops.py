@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from fir.backends.plan.op_forms import MATH1, MATH2, OPERATORS, ROUNDING, operand_dtype
 from fir.ir import accumulators
-from fir.ir.accumulators import Component, extreme, merge, state
+from fir.ir.accumulators import Component, extreme, merge
 from fir.ir.dtypes import DType, round_to
 from fir.ir.graph import Literal
 from fir.ir.ops import BINARY_LOGICAL
@@ -213,16 +213,15 @@ def combine(kind: str, dtype: DType, mine: Sequence[str], theirs: Sequence[str])
     """The statement that merges a state (another lane's: its components' C++ names) into
     ``mine``: :func:`fir.ir.accumulators.merge`'s steps, each a line of the op tables."""
     names = {f"a{k}": n for k, n in enumerate(mine)} | {f"b{k}": n for k, n in enumerate(theirs)}
-    dtypes = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(state(kind, dtype))}
     spec = merge(kind, dtype)
     lines = []
     for step in spec.steps:
-        operand = operand_dtype(step.op, step.args, step.dtype, dtypes)
+        operand = operand_dtype(step.op, step.args, step.dtype, spec.dtypes)
         args = [names[a] if isinstance(a, str) else literal(a, operand) for a in step.args]
         expr = apply(step.op, args, operand.is_int)
         if len(spec.steps) == 1:  # sum, max …: one statement, as a person would write it
             return f"{mine[0]} = {expr};"
-        names[step.dst], dtypes[step.dst] = "fir_m_" + step.dst, step.dtype
+        names[step.dst] = "fir_m_" + step.dst
         lines.append(f"const {CTYPE[step.dtype]} {names[step.dst]} = {expr};")
     lines += [f"{n} = {names[r]};" for n, r in zip(mine, spec.results)]
     return "{ " + " ".join(lines) + " }"

@@ -830,8 +830,7 @@ class _Kernel(ins.InstrWalker):
         between them where the guard holds."""
         b = self.b
         kind, dtype, slots = self.accs[i.acc]
-        comps = state(kind, dtype)
-        t = comps[0].dtype
+        t = state(kind, dtype)[0].dtype
         v = self.operand(i.value, i.dtype)
         src = self.dtypes.get(i.value, i.dtype) if not isinstance(i.value, Literal) else i.dtype
         block = self.uniform.get(i.acc, {})
@@ -841,8 +840,7 @@ class _Kernel(ins.InstrWalker):
             "v": lambda: v if src is t else self.convert(v, src, t),
             "i": lambda: self.index(i.rindex) if i.rindex is not None else ir.Constant(I64, 0),
         }
-        types = {f"a{k}": c.dtype for k, c in enumerate(comps)} | {"v": t, "i": DType.I64, "inv": t}
-        read = self.steps(spec, types, block, leaves)  # the block's names before the loads
+        read = self.steps(spec, block, leaves)  # the block's names before the loads
         if spec.guard is not None:
             old = [read(f"a{k}") for k in range(len(slots))]
             new = [read(r) for r in spec.results]
@@ -858,7 +856,6 @@ class _Kernel(ins.InstrWalker):
     def steps(
         self,
         spec: Merge,
-        types: dict[str, DType],
         values: Mapping[str, Any],
         leaves: Mapping[str, Callable[[], Any]],
     ) -> Callable[[str], Any]:
@@ -874,7 +871,7 @@ class _Kernel(ins.InstrWalker):
         for step in lowered:
             assert isinstance(step, ins.Compute)  # each step has a named operand: none is folded
             steps[step.dst] = step
-        types = types | {s.dst: s.dtype for s in steps.values()}
+        types = {**spec.dtypes, **{s.dst: s.dtype for s in steps.values()}}
         known = dict(values)
 
         def read(name: str) -> Any:
@@ -973,11 +970,9 @@ class _Kernel(ins.InstrWalker):
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of
         :func:`fir.ir.accumulators.merge`, in the order it states them."""
-        comps = state(kind, dtype)
         values = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
         spec = merge(kind, dtype)
-        types = {f"{s}{k}": c.dtype for s in "ab" for k, c in enumerate(comps)}
-        read = self.steps(spec, types, values, {})
+        read = self.steps(spec, values, {})
         for s in spec.steps:
             read(s.dst)
         return [read(r) for r in spec.results]

@@ -92,17 +92,15 @@ def combine_source(name: str, kind: str, dtype: DType) -> str:
     """A ``@triton.jit`` function ``name`` that ``tl.reduce`` merges two states of a ``kind``
     reduction over ``dtype`` values with: the steps of :func:`fir.ir.accumulators.merge`,
     each a line of the tables."""
-    comps = state(kind, dtype)
-    types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
     spec = merge(kind, dtype)
-    lines = ["@triton.jit", f"def {name}({', '.join(types)}):"]
+    states = [f"{side}{k}" for side in "ab" for k in range(len(state(kind, dtype)))]
+    lines = ["@triton.jit", f"def {name}({', '.join(states)}):"]
     for step in spec.steps:
-        operand = operand_dtype(step.op, step.args, step.dtype, types)
+        operand = operand_dtype(step.op, step.args, step.dtype, spec.dtypes)
         args = [a if isinstance(a, str) else literal(Literal(a), operand) for a in step.args]
         pattern = op_pattern(step.op, operand)
         assert pattern is not None, step.op
         lines.append(f"    {step.dst} = {pattern.format(*args)}")
-        types[step.dst] = step.dtype
     lines.append(f"    return {', '.join(spec.results)}")
     return "\n".join(lines) + "\n"
 
