@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from fir.backends.plan.op_forms import MATH1, MATH2, OPERATORS, ROUNDING, operand_dtype
 from fir.ir import accumulators
 from fir.ir.accumulators import Component, extreme, merge
-from fir.ir.dtypes import DType, round_to
+from fir.ir.dtypes import DType, literal_value, round_to
 from fir.ir.graph import Literal
 from fir.ir.ops import BINARY_LOGICAL
 
@@ -110,8 +110,7 @@ def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool 
         text = c_int(int(value))
         return text if text == "INT64_MIN" else f"{CTYPE[dtype]}({text})"
     single = dtype is not DType.F64
-    v = round_to(float(value), dtype if exact else DType.F64)
-    v = round_to(v, DType.F32) if single else v
+    v = literal_value(float(value), dtype, exact)
     if math.isnan(v) or math.isinf(v):
         text = "FIR_NAN" if math.isnan(v) else "FIR_INF"
         text = text if single else f"double({text})"

@@ -61,7 +61,7 @@ from fir.backends.plan.schedule import (
     schedule,
 )
 from fir.ir.accumulators import Merge, merge, state, update
-from fir.ir.dtypes import DType
+from fir.ir.dtypes import DType, saturating_type
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
@@ -702,8 +702,8 @@ class _Kernel(ins.InstrWalker):
             return out
         if src.is_float:
             # docs/ops.md, cast: round toward zero, saturate, NaN -> 0 (plain fptosi is poison
-            # out of range); to u8 through i64, keeping the low bits, as PyTorch converts
-            via = I64 if dst is DType.U8 else dt
+            # out of range); to u8 through i64 (saturating_type)
+            via = value_type(saturating_type(dst))
             fnty = ir.FunctionType(via, [st])
             sat = self.m.declare_intrinsic("llvm.fptosi.sat", [via, st], fnty)
             wide = b.call(sat, [v])

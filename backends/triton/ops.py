@@ -18,7 +18,7 @@ import math
 
 from fir.backends.plan.op_forms import MATH1, MATH2, OPERATORS, ROUNDING, operand_dtype
 from fir.ir.accumulators import extreme, merge, state
-from fir.ir.dtypes import DType, round_to, torch_name
+from fir.ir.dtypes import DType, literal_value, saturating_type, torch_name
 from fir.ir.graph import Literal
 
 # Elementwise ops over float (or any) operands: the operators, and libdevice's function of the
@@ -137,7 +137,7 @@ def float_to_int(value: str, target: DType, wide: bool = False) -> str:
         if wide:  # NaN measured for the f32 conversion only
             return f"tl.where({value} != {value}, 0, ld.double2int_rz({value}))"
         return f"ld.float2int_rz({value})"
-    via = DType.I64 if target is DType.U8 else target
+    via = saturating_type(target)
     if via is DType.I64:
         out = f"tl.where({value} != {value}, 0, ld.{kind}2ll_rz({value}))"
         return out if via is target else f"{out}.to({TL[target]})"
@@ -170,12 +170,10 @@ def scalar(lit: Literal | bool | int | float | None, dtype: DType, exact: bool =
         return "1" if value else "0"
     if not dtype.is_float:
         return str(int(value))
-    v = float(value)
-    if exact:
-        v = round_to(v, dtype)
+    v = literal_value(float(value), dtype, exact)
     if not math.isfinite(v):
         return f"float('{v}')"  # nan, inf or -inf
-    return repr(v if dtype is DType.F64 else round_to(v, DType.F32))
+    return repr(v)
 
 
 def identity(kind: str, dtype: DType) -> str:
