@@ -92,7 +92,6 @@ def reassociate() -> bool:
 
 
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
-DIVISION_BY_ZERO = -1
 
 
 def native(op: str, dtype: DType) -> bool:
@@ -793,7 +792,7 @@ class _Kernel(ins.InstrWalker):
         b = self.b
         if op in ins.DIVIDES:  # the plan's tdiv and trem
             zero = b.icmp_signed("==", a[1], ir.Constant(ty, 0))
-            self.fail_if(zero, "div.zero", DIVISION_BY_ZERO)
+            self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
         if op in ROUNDING or (op == "abs" and not src.is_signed):
             return a[0]  # an integer is whole, an unsigned one its own size
         if op == "abs":
