@@ -51,7 +51,14 @@ from fir.backends.plan.loop_tree import (
     walk,
 )
 from fir.backends.plan.lowering import defined, lower, lower_instrs
-from fir.backends.plan.op_forms import COMPARISONS, MATH1, MATH2, ROUNDING, operand_dtype
+from fir.backends.plan.op_forms import (
+    COMPARISONS,
+    MATH1,
+    MATH2,
+    ON_BOOLS,
+    ROUNDING,
+    operand_dtype,
+)
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -128,7 +135,7 @@ INT_OPS = {
     "bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor",
     "tdiv": "sdiv udiv", "trem": "srem urem", "shl_in_range": "shl", "shr_in_range": "ashr lshr",
 }  # fmt: skip
-BOOL_OPS = {"add": "or_", "mul": "and_"}
+BOOL_OPS = {op: INT_OPS[same] for op, same in ON_BOOLS.items()}  # maximum, minimum: lowered
 
 
 # a bound on ``|op(...)|`` from bounds on its operands' (interval arithmetic on magnitudes)

@@ -35,6 +35,11 @@ MATH2 = ("fmod", "pow", "atan2", "hypot", "copysign")
 # the rounding ops: an integer is whole, so each gives an integer operand back
 ROUNDING = ("floor", "ceil", "round", "trunc")
 
+# ops that are another on bools, as torch's are: True + True is True, a product of bools is
+# their "and", the larger of two bools their "or"
+ON_BOOLS = {"add": "bitwise_or", "mul": "bitwise_and"}
+ON_BOOLS |= {"maximum": "bitwise_or", "minimum": "bitwise_and"}
+
 
 def operand_dtype(
     op: str, args: Sequence[object], dtype: DType, dtypes: Mapping[str, DType]

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 import math
 
-from fir.backends.plan.op_forms import MATH1, MATH2, OPERATORS, ROUNDING, operand_dtype
+from fir.backends.plan.op_forms import (
+    MATH1,
+    MATH2,
+    ON_BOOLS,
+    OPERATORS,
+    ROUNDING,
+    operand_dtype,
+)
 from fir.ir.accumulators import extreme, merge, state
 from fir.ir.dtypes import DType, literal_value, saturating_type, torch_name
 from fir.ir.graph import Literal
@@ -64,13 +71,10 @@ INT_OPS: dict[str, str] = {
     **dict.fromkeys(ROUNDING, "{0}"),
 }
 BOOL_OPS: dict[str, str] = {
+    **{op: OPS[same] for op, same in ON_BOOLS.items()},
     "bitwise_not": "{0} == 0",
-    "maximum": "{0} | {1}",
-    "minimum": "{0} & {1}",
     "shl": "{0} & ({1} == 0)",
     "shr": "{0} & ({1} == 0)",
-    "add": "{0} | {1}",
-    "mul": "{0} & {1}",
 }
 
 # the ops this renderer writes itself: the others of fir.backends.plan.lowering are lowered
