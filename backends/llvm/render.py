@@ -36,7 +36,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 import sympy
-from fir.backends.plan import KernelPlan
+from fir.backends.plan import KernelPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.index_text import stride as index_stride
@@ -51,14 +51,6 @@ from fir.backends.plan.loop_tree import (
     walk,
 )
 from fir.backends.plan.lowering import defined, lower, lower_instrs
-from fir.backends.plan.op_forms import (
-    COMPARISONS,
-    MATH1,
-    MATH2,
-    ON_BOOLS,
-    ROUNDING,
-    operand_dtype,
-)
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -135,7 +127,7 @@ INT_OPS = {
     "bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor",
     "tdiv": "sdiv udiv", "trem": "srem urem", "shl_in_range": "shl", "shr_in_range": "ashr lshr",
 }  # fmt: skip
-BOOL_OPS = {op: INT_OPS[same] for op, same in ON_BOOLS.items()}  # maximum, minimum: lowered
+BOOL_OPS = {op: INT_OPS[same] for op, same in op_forms.ON_BOOLS.items()}  # max, min: lowered
 
 
 # a bound on ``|op(...)|`` from bounds on its operands' (interval arithmetic on magnitudes)
@@ -723,7 +715,7 @@ class _Kernel(ins.InstrWalker):
     def on_compute(self, i: ins.Compute) -> None:
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
-        src = operand_dtype(i.op, i.args, i.dtype, self.dtypes)
+        src = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         args = [
             self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
             for k, a in enumerate(i.args)
@@ -759,10 +751,11 @@ class _Kernel(ins.InstrWalker):
 
     def op(self, op: str, a: list[Any], src: DType) -> Any:
         b = self.b
-        if op in COMPARISONS:
+        predicate = op_forms.COMPARISONS.get(op)
+        if predicate is not None:
             if src.is_float:  # ordered, but ne (NaN != NaN)
-                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(COMPARISONS[op], *a)
-            return self.icmp(src)(COMPARISONS[op], *a)
+                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(predicate, *a)
+            return self.icmp(src)(predicate, *a)
         if op.startswith("logical_"):
             t = [self.convert(x, src, DType.BOOL) for x in a]
             logical = {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}
@@ -786,7 +779,7 @@ class _Kernel(ins.InstrWalker):
             return self.intrinsic(INTRINSICS[op], ty, a)
         if op in FLOAT_OPS:
             return getattr(b, FLOAT_OPS[op])(*a)
-        if op in MATH1 or op in MATH2:
+        if op in op_forms.MATH1 or op in op_forms.MATH2:
             return self.libm(op, ty, a)
         if op == "isnan":
             return b.fcmp_unordered("uno", a[0], a[0])
@@ -800,7 +793,7 @@ class _Kernel(ins.InstrWalker):
         if op in ins.DIVIDES:  # the plan's tdiv and trem
             zero = b.icmp_signed("==", a[1], ir.Constant(ty, 0))
             self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
-        if op in ROUNDING or (op == "abs" and not src.is_signed):
+        if op in op_forms.ROUNDING or (op == "abs" and not src.is_signed):
             return a[0]  # an integer is whole, an unsigned one its own size
         if op == "abs":
             negative = self.icmp(src)("<", a[0], ir.Constant(ty, 0))
@@ -900,7 +893,7 @@ class _Kernel(ins.InstrWalker):
             if truths:  # and/or with a known truth: the absorbing one, or the other operand
                 absorbing = s.op == "logical_or"
                 return absorbing if absorbing in truths else args[isinstance(args[0], bool)]
-            src = operand_dtype(s.op, s.args, s.dtype, types)
+            src = op_forms.operand_dtype(s.op, s.args, s.dtype, types)
             args = [self.const(a.value, src) if isinstance(a, Literal) else a for a in args]
             return self.op(s.op, args, src)
 

@@ -16,14 +16,7 @@ from __future__ import annotations
 
 import math
 
-from fir.backends.plan.op_forms import (
-    MATH1,
-    MATH2,
-    ON_BOOLS,
-    OPERATORS,
-    ROUNDING,
-    operand_dtype,
-)
+from fir.backends.plan import op_forms
 from fir.ir.accumulators import extreme, merge, state
 from fir.ir.dtypes import DType, literal_value, saturating_type, torch_name
 from fir.ir.graph import Literal
@@ -31,9 +24,9 @@ from fir.ir.graph import Literal
 # Elementwise ops over float (or any) operands: the operators, and libdevice's function of the
 # op's name (``ld.OP``) for the math functions, but where an entry after them says otherwise
 OPS: dict[str, str] = {
-    **{op: f"{{0}} {sign} {{1}}" for op, sign in OPERATORS.items()},
-    **{op: f"ld.{op}({{0}})" for op in ("trunc", *MATH1)},
-    **{op: f"ld.{op}({{0}}, {{1}})" for op in MATH2},
+    **{op: f"{{0}} {sign} {{1}}" for op, sign in op_forms.OPERATORS.items()},
+    **{op: f"ld.{op}({{0}})" for op in ("trunc", *op_forms.MATH1)},
+    **{op: f"ld.{op}({{0}}, {{1}})" for op in op_forms.MATH2},
     **{op: f"fir_{op}({{0}})" for op in ("floor", "ceil", "lgamma", "digamma")},
     **{op: f"fir_{op}({{0}}, {{1}})" for op in ("shl", "shr")},
     "div": "tl.div_rn({0}, {1})",
@@ -68,10 +61,10 @@ INT_OPS: dict[str, str] = {
     "abs": "tl.where({0} < 0, -{0}, {0})",
     "maximum": "tl.maximum({0}, {1})",
     "minimum": "tl.minimum({0}, {1})",
-    **dict.fromkeys(ROUNDING, "{0}"),
+    **dict.fromkeys(op_forms.ROUNDING, "{0}"),
 }
 BOOL_OPS: dict[str, str] = {
-    **{op: OPS[same] for op, same in ON_BOOLS.items()},
+    **{op: OPS[same] for op, same in op_forms.ON_BOOLS.items()},
     "bitwise_not": "{0} == 0",
     "shl": "{0} & ({1} == 0)",
     "shr": "{0} & ({1} == 0)",
@@ -100,7 +93,7 @@ def combine_source(name: str, kind: str, dtype: DType) -> str:
     states = [f"{side}{k}" for side in "ab" for k in range(len(state(kind, dtype)))]
     lines = ["@triton.jit", f"def {name}({', '.join(states)}):"]
     for step in spec.steps:
-        operand = operand_dtype(step.op, step.args, step.dtype, spec.dtypes)
+        operand = op_forms.operand_dtype(step.op, step.args, step.dtype, spec.dtypes)
         args = [a if isinstance(a, str) else literal(Literal(a), operand) for a in step.args]
         pattern = op_pattern(step.op, operand)
         assert pattern is not None, step.op
