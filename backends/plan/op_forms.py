@@ -37,8 +37,9 @@ ROUNDING = ("floor", "ceil", "round", "trunc")
 
 # ops that are another on bools, as torch's are: True + True is True, a product of bools is
 # their "and", the larger of two bools their "or"
-ON_BOOLS = {"add": "bitwise_or", "mul": "bitwise_and"}
-ON_BOOLS |= {"maximum": "bitwise_or", "minimum": "bitwise_and"}
+ON_BOOLS = {
+    "add": "bitwise_or", "mul": "bitwise_and", "maximum": "bitwise_or", "minimum": "bitwise_and",
+}  # fmt: skip
 
 
 def operand_dtype(
