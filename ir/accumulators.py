@@ -21,7 +21,8 @@ The rules follow PyTorch's:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from .dtypes import DType
 
@@ -94,11 +95,18 @@ class Merge:
     """How two states of a reduction combine into one (threads, vector lanes, the elements of
     a ``tl.reduce``): ``steps`` in order, then ``results``, the name each component takes
     from (a step's ``dst`` or an ``a``/``b`` component). ``guard`` (only :func:`update`'s):
-    a bool step; the state takes the results only where it holds, and stays elsewhere."""
+    a bool step; the state takes the results only where it holds, and stays elsewhere.
+    ``dtypes``: the dtype of every name the steps read (the components, :func:`update`'s
+    ``v``, ``i`` and ``inv``) or define."""
 
     steps: tuple[Step, ...]
     results: tuple[str, ...]
     guard: str | None = None
+    dtypes: Mapping[str, DType] = field(default_factory=dict, compare=False)
+
+    def typed(self, inputs: Mapping[str, DType]) -> Merge:
+        """This merge with its ``dtypes``: the names it reads first, then its steps'."""
+        return replace(self, dtypes={**inputs, **{s.dst: s.dtype for s in self.steps}})
 
 
 def merge(kind: str, dtype: DType) -> Merge:
@@ -109,7 +117,17 @@ def merge(kind: str, dtype: DType) -> Merge:
     * argmax/argmin: the better value wins, NaN counts as the best, and of equal values (two
       NaNs are equal here) the smaller index, whichever state it comes from, as torch's
       first-index rule; an index < 0 is an empty state, which never wins;
-    * welford: Chan's formula for (mean, M2, count); an empty other state leaves this one."""
+    * welford: Chan's formula for (mean, M2, count); an empty other state leaves this one.
+
+    The steps read the components ``a0`` … of the state merged into and ``b0`` … of the
+    other."""
+    comps = state(kind, dtype)
+    inputs = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
+    return _merge(kind, dtype).typed(inputs)
+
+
+def _merge(kind: str, dtype: DType) -> Merge:
+    """:func:`merge`'s steps and results (it adds their dtypes)."""
     comps = state(kind, dtype)
     t = comps[0].dtype
     b = DType.BOOL
@@ -183,6 +201,14 @@ def update(kind: str, dtype: DType, uniform: bool = False) -> Merge:
       ``inv``: a multiplication per element instead of a division.
 
     The steps name ``v``, ``i``, ``inv`` besides the state's ``a0`` … and earlier steps."""
+    comps = state(kind, dtype)
+    t = comps[0].dtype
+    inputs = {f"a{k}": c.dtype for k, c in enumerate(comps)} | {"v": t, "i": DType.I64}
+    return _update(kind, dtype, uniform).typed(inputs | ({"inv": t} if uniform else {}))
+
+
+def _update(kind: str, dtype: DType, uniform: bool) -> Merge:
+    """:func:`update`'s steps and results (it adds their dtypes)."""
     t = state(kind, dtype)[0].dtype
     b = DType.BOOL
     if kind in ("argmax", "argmin"):

@@ -123,6 +123,20 @@ def round_to(v: float, dtype: DType) -> float:
     return v if dtype is DType.F64 or math.isnan(v) else _f32(v)
 
 
+def literal_value(v: float, dtype: DType, exact: bool = False) -> float:
+    """The float ``v`` as a value of the float ``dtype``'s compute type (f32 for f16 and bf16,
+    :attr:`DType.compute_dtype`); ``exact``: rounded to ``dtype`` first, as the interpreter
+    rounds a literal that becomes a tensor of that dtype."""
+    return round_to(round_to(v, dtype) if exact else v, dtype.compute_dtype)
+
+
+def saturating_type(dtype: DType) -> DType:
+    """The integer type a float converts to on its way to the integer ``dtype`` (toward zero,
+    saturating, NaN to 0: docs/ops.md, ``cast``): i64 for u8, whose low 8 bits it keeps (as
+    PyTorch converts: -1.5 -> 255), ``dtype`` itself otherwise."""
+    return DType.I64 if dtype is DType.U8 else dtype
+
+
 def int_to_float(v: int, dtype: DType) -> float:
     """The integer ``v`` converted to the float ``dtype`` as PyTorch converts a Python integer
     (``torch.tensor(v, dtype=...)``, what a masked load's integer ``other`` holds): within

@@ -17,31 +17,23 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+from fir.backends.plan.op_forms import MATH1, MATH2, OPERATORS, ROUNDING, operand_dtype
 from fir.ir import accumulators
-from fir.ir.accumulators import Component, extreme, merge, state
-from fir.ir.dtypes import DType, round_to
+from fir.ir.accumulators import Component, extreme, merge
+from fir.ir.dtypes import DType, literal_value, round_to
 from fir.ir.graph import Literal
 from fir.ir.ops import BINARY_LOGICAL
 
-_INFIX = {  # tdiv, trem: plan primitives (backends/plan/instructions.py)
-    **{"add": "+", "sub": "-", "mul": "*", "div": "/", "tdiv": "/", "trem": "%"},
-    **{"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="},
-    **{"logical_and": "&&", "logical_or": "||", "logical_xor": "!="},
-    **{"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"},
-}
-# op -> fir_OP(operands), the prelude's helper of that name: one operand, two operands
-_CALLS = (
-    "floor ceil round trunc exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan "
-    "sinh cosh tanh asinh acosh atanh erf erfc erfinv lgamma digamma isnan signbit"
-)
-_CALLS2 = "fmod pow atan2 hypot copysign shl shr"
+# tdiv, trem: plan primitives (backends/plan/instructions.py)
+_INFIX = {**OPERATORS, "tdiv": "/", "trem": "%"}
+_INFIX |= {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}
 # Elementwise ops (the ``scalar=True`` entries of fir.ir.ops.OPS, less those
 # fir.backends.plan.lowering writes with others, plus the plan's primitives). f16/bf16
-# operands are floats.
+# operands are floats. A function call: the prelude's helper of the op's name.
 OPS: dict[str, str] = {
     **{op: f"{{0}} {sign} {{1}}" for op, sign in _INFIX.items()},
-    **{op: f"fir_{op}({{0}})" for op in _CALLS.split()},
-    **{op: f"fir_{op}({{0}}, {{1}})" for op in _CALLS2.split()},
+    **{op: f"fir_{op}({{0}})" for op in (*MATH1, *ROUNDING, "isnan", "signbit")},
+    **{op: f"fir_{op}({{0}}, {{1}})" for op in (*MATH2, "shl", "shr")},
     "neg": "-{0}",
     "abs": "fir_fabs({0})",
     "maximum": "fir_max({0}, {1})",
@@ -63,7 +55,7 @@ INT_OPS: dict[str, str] = {
     **{op: f"fir_w{op}({{0}}, {{1}})" for op in ("add", "sub", "mul")},
     "neg": "fir_wneg({0})",
     "abs": "fir_wabs({0})",
-    **dict.fromkeys(("floor", "ceil", "round", "trunc"), "{0}"),
+    **dict.fromkeys(ROUNDING, "{0}"),
 }
 
 # the ops this renderer writes itself: the others of fir.backends.plan.lowering are lowered
@@ -118,8 +110,7 @@ def literal(lit: Literal | bool | int | float | None, dtype: DType, exact: bool 
         text = c_int(int(value))
         return text if text == "INT64_MIN" else f"{CTYPE[dtype]}({text})"
     single = dtype is not DType.F64
-    v = round_to(float(value), dtype if exact else DType.F64)
-    v = round_to(v, DType.F32) if single else v
+    v = literal_value(float(value), dtype, exact)
     if math.isnan(v) or math.isinf(v):
         text = "FIR_NAN" if math.isnan(v) else "FIR_INF"
         text = text if single else f"double({text})"
@@ -221,16 +212,15 @@ def combine(kind: str, dtype: DType, mine: Sequence[str], theirs: Sequence[str])
     """The statement that merges a state (another lane's: its components' C++ names) into
     ``mine``: :func:`fir.ir.accumulators.merge`'s steps, each a line of the op tables."""
     names = {f"a{k}": n for k, n in enumerate(mine)} | {f"b{k}": n for k, n in enumerate(theirs)}
-    dtypes = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(state(kind, dtype))}
     spec = merge(kind, dtype)
     lines = []
     for step in spec.steps:
-        operand = dtypes[next(a for a in step.args if isinstance(a, str))]
+        operand = operand_dtype(step.op, step.args, step.dtype, spec.dtypes)
         args = [names[a] if isinstance(a, str) else literal(a, operand) for a in step.args]
         expr = apply(step.op, args, operand.is_int)
         if len(spec.steps) == 1:  # sum, max …: one statement, as a person would write it
             return f"{mine[0]} = {expr};"
-        names[step.dst], dtypes[step.dst] = "fir_m_" + step.dst, step.dtype
+        names[step.dst] = "fir_m_" + step.dst
         lines.append(f"const {CTYPE[step.dtype]} {names[step.dst]} = {expr};")
     lines += [f"{n} = {names[r]};" for n, r in zip(mine, spec.results)]
     return "{ " + " ".join(lines) + " }"

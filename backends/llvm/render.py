@@ -36,7 +36,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 import sympy
-from fir.backends.plan import KernelPlan
+from fir.backends.plan import KernelPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
@@ -49,7 +49,7 @@ from fir.backends.plan.schedule import (
     schedule,
 )
 from fir.ir.accumulators import Merge, merge, state, update
-from fir.ir.dtypes import DType
+from fir.ir.dtypes import DType, saturating_type
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
 from fir.ir.symbolic import FloorDiv, Modulo
@@ -80,7 +80,6 @@ def reassociate() -> bool:
 
 
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
-DIVISION_BY_ZERO = -1
 
 
 def native(op: str, dtype: DType) -> bool:
@@ -97,8 +96,8 @@ def _step_native(op: str, dtype: DType) -> bool:
     return native(op, dtype) or (op in ("maximum", "minimum") and dtype.is_float)
 
 
-# comparisons as predicates; float ops that are one LLVM intrinsic, and those that call libm
-COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# float ops that are one LLVM intrinsic; the other math functions (op_forms.MATH1, MATH2) call
+# libm, but fmod: ``frem`` (FLOAT_OPS) is libm's fmod, and the loop vectoriser knows it
 INTRINSICS = {
     "abs": "llvm.fabs", "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log",
     "log2": "llvm.log2", "log10": "llvm.log10", "sqrt": "llvm.sqrt", "sin": "llvm.sin",
@@ -106,10 +105,18 @@ INTRINSICS = {
     "round": "llvm.rint", "pow": "llvm.pow", "copysign": "llvm.copysign",
     "maximum": "llvm.maximum", "minimum": "llvm.minimum",  # accumulator steps' (_step_native)
 }  # fmt: skip
-LIBM = {
-    "expm1", "log1p", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-    "acosh", "atanh", "erf", "erfc", "atan2", "hypot", "lgamma",
+# op -> the IRBuilder method that writes it: of float operands; of integers (where unsigned
+# ones differ, "signed unsigned"), the plan's tdiv, trem (floordiv and mod are lowered) and
+# shifts (shl and shr are) included; of bools, where they differ from an i1's
+FLOAT_OPS = {
+    "add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "neg": "fneg", "fmod": "frem",
 }  # fmt: skip
+INT_OPS = {
+    "add": "add", "sub": "sub", "mul": "mul", "neg": "neg", "bitwise_not": "not_",
+    "bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor",
+    "tdiv": "sdiv udiv", "trem": "srem urem", "shl_in_range": "shl", "shr_in_range": "ashr lshr",
+}  # fmt: skip
+BOOL_OPS = {op: INT_OPS[same] for op, same in op_forms.ON_BOOLS.items()}  # max, min: lowered
 
 
 # a bound on ``|op(...)|`` from bounds on its operands' (interval arithmetic on magnitudes)
@@ -626,8 +633,8 @@ class _Kernel(NestWalker):
             return out
         if src.is_float:
             # docs/ops.md, cast: round toward zero, saturate, NaN -> 0 (plain fptosi is poison
-            # out of range); to u8 through i64, keeping the low bits, as PyTorch converts
-            via = I64 if dst is DType.U8 else dt
+            # out of range); to u8 through i64 (saturating_type)
+            via = value_type(saturating_type(dst))
             fnty = ir.FunctionType(via, [st])
             sat = self.m.declare_intrinsic("llvm.fptosi.sat", [via, st], fnty)
             wide = b.call(sat, [v])
@@ -641,8 +648,7 @@ class _Kernel(NestWalker):
     def on_compute(self, i: ins.Compute) -> None:
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
-        named = (self.dtypes[a] for a in i.args if isinstance(a, str))
-        src = i.dtype if i.op == "where" else next(named, i.dtype)
+        src = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         args = [
             self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
             for k, a in enumerate(i.args)
@@ -656,7 +662,7 @@ class _Kernel(NestWalker):
         elif bounded is not None and bound <= TRIG_BOUND:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
-            self.vals[i.dst] = self.op(i.op, args, src, i.dtype)
+            self.vals[i.dst] = self.op(i.op, args, src)
         self.magnitude[i.dst] = self._magnitude(i)
 
     def _bound(self, a: Any) -> float:
@@ -676,12 +682,13 @@ class _Kernel(NestWalker):
             return math.inf
         return bound([self._bound(a) for a in i.args])
 
-    def op(self, op: str, a: list[Any], src: DType, dst: DType) -> Any:
+    def op(self, op: str, a: list[Any], src: DType) -> Any:
         b = self.b
-        if op in COMPARE:
+        predicate = op_forms.COMPARISONS.get(op)
+        if predicate is not None:
             if src.is_float:  # ordered, but ne (NaN != NaN)
-                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(COMPARE[op], *a)
-            return self.icmp(src)(COMPARE[op], *a)
+                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(predicate, *a)
+            return self.icmp(src)(predicate, *a)
         if op.startswith("logical_"):
             t = [self.convert(x, src, DType.BOOL) for x in a]
             logical = {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}
@@ -703,48 +710,32 @@ class _Kernel(NestWalker):
             return MATH_F32[op](b, a[0])  # branch-free IR: the loop vectoriser widens it
         if op in INTRINSICS:
             return self.intrinsic(INTRINSICS[op], ty, a)
-        if op in LIBM:
+        if op in FLOAT_OPS:
+            return getattr(b, FLOAT_OPS[op])(*a)
+        if op in op_forms.MATH1 or op in op_forms.MATH2:
             return self.libm(op, ty, a)
-        bits = I32 if ty == F32 else I64
-        simple: dict[str, Callable[..., Any]] = {
-            "add": b.fadd,
-            "sub": b.fsub,
-            "mul": b.fmul,
-            "div": b.fdiv,
-            "fmod": b.frem,  # libm's fmod, and the loop vectoriser knows it
-            "neg": b.fneg,
-            "isnan": lambda x: b.fcmp_unordered("uno", x, x),
-            "signbit": lambda x: b.icmp_signed("<", b.bitcast(x, bits), ir.Constant(bits, 0)),
-        }
-        return simple[op](*a) if op in simple else None
+        if op == "isnan":
+            return b.fcmp_unordered("uno", a[0], a[0])
+        if op == "signbit":
+            bits = I32 if ty == F32 else I64
+            return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
+        return None
 
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
-        unsigned = not src.is_signed
-        if op in ins.DIVIDES:  # the plan's tdiv and trem (floordiv and mod are lowered)
-            self.fail_if(
-                b.icmp_signed("==", a[1], ir.Constant(ty, 0)), "div.zero", DIVISION_BY_ZERO
-            )
-            if op == "tdiv":
-                return b.udiv(*a) if unsigned else b.sdiv(*a)
-            return b.urem(*a) if unsigned else b.srem(*a)
-        if op in ("floor", "ceil", "round", "trunc") or (op == "abs" and unsigned):
+        if op in ins.DIVIDES:  # the plan's tdiv and trem
+            zero = b.icmp_signed("==", a[1], ir.Constant(ty, 0))
+            self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
+        if op in op_forms.ROUNDING or (op == "abs" and not src.is_signed):
             return a[0]  # an integer is whole, an unsigned one its own size
-        zero = ir.Constant(ty, 0)
-        table: dict[str, Callable[..., Any]] = {
-            "add": b.or_ if src.is_bool else b.add,
-            "sub": b.sub,
-            "mul": b.and_ if src.is_bool else b.mul,
-            "neg": b.neg,
-            "abs": lambda x: b.select(self.icmp(src)("<", x, zero), b.neg(x), x),
-            "bitwise_not": b.not_,
-            "bitwise_and": b.and_,
-            "bitwise_or": b.or_,
-            "bitwise_xor": b.xor,
-            "shl_in_range": b.shl,  # the plan's shifts (shl and shr are lowered)
-            "shr_in_range": b.lshr if unsigned else b.ashr,
-        }
-        return table[op](*a) if op in table else None
+        if op == "abs":
+            negative = self.icmp(src)("<", a[0], ir.Constant(ty, 0))
+            return b.select(negative, b.neg(a[0]), a[0])
+        names = (BOOL_OPS.get(op) if src.is_bool else None) or INT_OPS.get(op)
+        if names is None:
+            return None
+        signed, _, unsigned = names.partition(" ")
+        return getattr(b, unsigned if unsigned and not src.is_signed else signed)(*a)
 
     # -- accumulators
 
@@ -771,8 +762,7 @@ class _Kernel(NestWalker):
         between them where the guard holds."""
         b = self.b
         kind, dtype, slots = self.accs[i.acc]
-        comps = state(kind, dtype)
-        t = comps[0].dtype
+        t = state(kind, dtype)[0].dtype
         v = self.operand(i.value, i.dtype)
         src = self.dtypes.get(i.value, i.dtype) if not isinstance(i.value, Literal) else i.dtype
         block = self.uniform.get(i.acc, {})
@@ -782,8 +772,7 @@ class _Kernel(NestWalker):
             "v": lambda: v if src is t else self.convert(v, src, t),
             "i": lambda: self.index(i.rindex) if i.rindex is not None else ir.Constant(I64, 0),
         }
-        types = {f"a{k}": c.dtype for k, c in enumerate(comps)} | {"v": t, "i": DType.I64, "inv": t}
-        read = self.steps(spec, types, block, leaves)  # the block's names before the loads
+        read = self.steps(spec, block, leaves)  # the block's names before the loads
         if spec.guard is not None:
             old = [read(f"a{k}") for k in range(len(slots))]
             new = [read(r) for r in spec.results]
@@ -799,7 +788,6 @@ class _Kernel(NestWalker):
     def steps(
         self,
         spec: Merge,
-        types: dict[str, DType],
         values: Mapping[str, Any],
         leaves: Mapping[str, Callable[[], Any]],
     ) -> Callable[[str], Any]:
@@ -815,7 +803,7 @@ class _Kernel(NestWalker):
         for step in lowered:
             assert isinstance(step, ins.Compute)  # each step has a named operand: none is folded
             steps[step.dst] = step
-        types = types | {s.dst: s.dtype for s in steps.values()}
+        types = {**spec.dtypes, **{s.dst: s.dtype for s in steps.values()}}
         known = dict(values)
 
         def read(name: str) -> Any:
@@ -838,10 +826,9 @@ class _Kernel(NestWalker):
             if truths:  # and/or with a known truth: the absorbing one, or the other operand
                 absorbing = s.op == "logical_or"
                 return absorbing if absorbing in truths else args[isinstance(args[0], bool)]
-            named = next(a for a in s.args if isinstance(a, str))
-            src = s.dtype if s.op == "where" else types[named]
+            src = op_forms.operand_dtype(s.op, s.args, s.dtype, types)
             args = [self.const(a.value, src) if isinstance(a, Literal) else a for a in args]
-            return self.op(s.op, args, src, s.dtype)
+            return self.op(s.op, args, src)
 
         return read
 
@@ -911,11 +898,9 @@ class _Kernel(NestWalker):
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of
         :func:`fir.ir.accumulators.merge`, in the order it states them."""
-        comps = state(kind, dtype)
         values = {f"a{k}": v for k, v in enumerate(cur)} | {f"b{k}": v for k, v in enumerate(other)}
         spec = merge(kind, dtype)
-        types = {f"{s}{k}": c.dtype for s in "ab" for k, c in enumerate(comps)}
-        read = self.steps(spec, types, values, {})
+        read = self.steps(spec, values, {})
         for s in spec.steps:
             read(s.dst)
         return [read(r) for r in spec.results]

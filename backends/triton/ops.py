@@ -16,24 +16,17 @@ from __future__ import annotations
 
 import math
 
+from fir.backends.plan import op_forms
 from fir.ir.accumulators import extreme, merge, state
-from fir.ir.dtypes import DType, round_to, torch_name
+from fir.ir.dtypes import DType, literal_value, saturating_type, torch_name
 from fir.ir.graph import Literal
 
-# op -> the operator between its two operands
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<="}
-_INFIX |= {"gt": ">", "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-# op -> ld.OP(operands), libdevice's function of the op's name: one operand, two operands
-_LIBDEVICE = (
-    "trunc exp exp2 expm1 log log2 log10 log1p tan asin acos atan sinh cosh tanh asinh acosh "
-    "atanh erf erfc erfinv"
-)
-_LIBDEVICE2 = "fmod pow atan2 hypot copysign"
-# Elementwise ops over float (or any) operands.
+# Elementwise ops over float (or any) operands: the operators, and libdevice's function of the
+# op's name (``ld.OP``) for the math functions, but where an entry after them says otherwise
 OPS: dict[str, str] = {
-    **{op: f"{{0}} {sign} {{1}}" for op, sign in _INFIX.items()},
-    **{op: f"ld.{op}({{0}})" for op in _LIBDEVICE.split()},
-    **{op: f"ld.{op}({{0}}, {{1}})" for op in _LIBDEVICE2.split()},
+    **{op: f"{{0}} {sign} {{1}}" for op, sign in op_forms.OPERATORS.items()},
+    **{op: f"ld.{op}({{0}})" for op in ("trunc", *op_forms.MATH1)},
+    **{op: f"ld.{op}({{0}}, {{1}})" for op in op_forms.MATH2},
     **{op: f"fir_{op}({{0}})" for op in ("floor", "ceil", "lgamma", "digamma")},
     **{op: f"fir_{op}({{0}}, {{1}})" for op in ("shl", "shr")},
     "div": "tl.div_rn({0}, {1})",
@@ -68,16 +61,13 @@ INT_OPS: dict[str, str] = {
     "abs": "tl.where({0} < 0, -{0}, {0})",
     "maximum": "tl.maximum({0}, {1})",
     "minimum": "tl.minimum({0}, {1})",
-    **dict.fromkeys(("floor", "ceil", "round", "trunc"), "{0}"),
+    **dict.fromkeys(op_forms.ROUNDING, "{0}"),
 }
 BOOL_OPS: dict[str, str] = {
+    **{op: OPS[same] for op, same in op_forms.ON_BOOLS.items()},
     "bitwise_not": "{0} == 0",
-    "maximum": "{0} | {1}",
-    "minimum": "{0} & {1}",
     "shl": "{0} & ({1} == 0)",
     "shr": "{0} & ({1} == 0)",
-    "add": "{0} | {1}",
-    "mul": "{0} & {1}",
 }
 
 # the ops this renderer writes itself: the others of fir.backends.plan.lowering are lowered
@@ -99,18 +89,15 @@ def combine_source(name: str, kind: str, dtype: DType) -> str:
     """A ``@triton.jit`` function ``name`` that ``tl.reduce`` merges two states of a ``kind``
     reduction over ``dtype`` values with: the steps of :func:`fir.ir.accumulators.merge`,
     each a line of the tables."""
-    comps = state(kind, dtype)
-    types = {f"{side}{k}": c.dtype for side in "ab" for k, c in enumerate(comps)}
     spec = merge(kind, dtype)
-    lines = ["@triton.jit", f"def {name}({', '.join(types)}):"]
+    states = [f"{side}{k}" for side in "ab" for k in range(len(state(kind, dtype)))]
+    lines = ["@triton.jit", f"def {name}({', '.join(states)}):"]
     for step in spec.steps:
-        named = next(a for a in step.args if isinstance(a, str))
-        operand = step.dtype if step.op == "where" else types[named]
+        operand = op_forms.operand_dtype(step.op, step.args, step.dtype, spec.dtypes)
         args = [a if isinstance(a, str) else literal(Literal(a), operand) for a in step.args]
         pattern = op_pattern(step.op, operand)
         assert pattern is not None, step.op
         lines.append(f"    {step.dst} = {pattern.format(*args)}")
-        types[step.dst] = step.dtype
     lines.append(f"    return {', '.join(spec.results)}")
     return "\n".join(lines) + "\n"
 
@@ -147,7 +134,7 @@ def float_to_int(value: str, target: DType, wide: bool = False) -> str:
         if wide:  # NaN measured for the f32 conversion only
             return f"tl.where({value} != {value}, 0, ld.double2int_rz({value}))"
         return f"ld.float2int_rz({value})"
-    via = DType.I64 if target is DType.U8 else target
+    via = saturating_type(target)
     if via is DType.I64:
         out = f"tl.where({value} != {value}, 0, ld.{kind}2ll_rz({value}))"
         return out if via is target else f"{out}.to({TL[target]})"
@@ -180,12 +167,10 @@ def scalar(lit: Literal | bool | int | float | None, dtype: DType, exact: bool =
         return "1" if value else "0"
     if not dtype.is_float:
         return str(int(value))
-    v = float(value)
-    if exact:
-        v = round_to(v, dtype)
+    v = literal_value(float(value), dtype, exact)
     if not math.isfinite(v):
         return f"float('{v}')"  # nan, inf or -inf
-    return repr(v if dtype is DType.F64 else round_to(v, DType.F32))
+    return repr(v)
 
 
 def identity(kind: str, dtype: DType) -> str:
