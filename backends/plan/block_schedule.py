@@ -23,10 +23,12 @@ the ``# ...`` comment at the head of each generated kernel is :meth:`BlockSchedu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from fir.ir.symbolic import evaluate
 from fir.ir.types import Dim, dims_mul
 
 from .instructions import Load, Store
@@ -198,6 +200,51 @@ def block_schedule(plan: KernelPlan) -> BlockSchedule:
     xblock = POINTWISE_BLOCK if numel is None else min(POINTWISE_BLOCK, _pow2(numel))
     warps = max(1, min(4, xblock // 256))
     return BlockSchedule(Layout.POINTWISE.value, xblock, num_warps=warps, order=order)
+
+
+INT32_LIMIT = 2**31  # an index extent from here on needs int64 arithmetic
+
+
+def index_extents(plan: KernelPlan) -> list[Dim]:
+    """How far a kernel's index arithmetic reaches: each buffer's elements and the iteration
+    space (its flat index, before the mask, stays within a block of it)."""
+    return [a.elements for a in plan.args] + [dims_mul((plan.numel, plan.rnumel))]
+
+
+def index_width(plan: KernelPlan) -> str:
+    """The integer width of a kernel's indices: ``"32"`` where every extent is below 2**31,
+    ``"64"`` where one is not, ``"sizes"`` where that depends on the values of its size symbols:
+    the kernel then takes ``INDEX64`` as a constant and is compiled for each width it is
+    launched at (the launch decides by the sizes, :func:`needs_index64`). A 64-bit division
+    or remainder is many more instructions a lane than a 32-bit one: BERT's symbolic program
+    at 8 x 256 tokens on an H200 took 82 against 99 us in its scaling kernels, 126 against 133
+    in its GELUs, 2.01 against 2.03 ms in all (the reductions within noise)."""
+    extents = index_extents(plan)
+    if any(isinstance(e, int) and e >= INT32_LIMIT for e in extents):
+        return "64"
+    return "32" if all(isinstance(e, int) for e in extents) else "sizes"
+
+
+def needs_index64(plan: KernelPlan) -> Callable[[Sequence[int]], bool]:
+    """For a kernel whose index width depends on its sizes: whether the sizes of a launch (the
+    values of ``plan.sizes``, in order) make one of its extents 2**31 or more. Remembered by
+    the sizes: the general launch path asks at every call."""
+    extents = [e for e in index_extents(plan) if not isinstance(e, int)]
+    symbols = {str(x): x for e in extents for x in e.free_symbols}
+    names = plan.sizes
+    known: dict[tuple[int, ...], bool] = {}
+
+    def wide(sizes: Sequence[int]) -> bool:
+        key = tuple(sizes)
+        answer = known.get(key)
+        if answer is None:
+            values = {symbols[n]: v for n, v in zip(names, key) if n in symbols}
+            answer = any(evaluate(e, values) >= INT32_LIMIT for e in extents)
+            if len(known) < 256:
+                known[key] = answer
+        return answer
+
+    return wide
 
 
 def _reduction(

@@ -25,7 +25,6 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,24 +32,14 @@ from typing import Any
 import torch
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
-from fir.backends.plan.block_schedule import BlockSchedule
+from fir.backends.plan.block_schedule import BlockSchedule, index_width, needs_index64
 from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
-from ..runtime.compiled_program import size_function
 from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
 from .helpers import FIR_LAUNCH
-from .render import (
-    HEADER,
-    INT32_LIMIT,
-    index_extents,
-    index_width,
-    jit_name,
-    launcher,
-    render_kernel,
-    render_program,
-)
+from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
 
 class TritonBuildError(FirError):
@@ -112,27 +101,6 @@ def _entry_params(ptx: str, name: str) -> int:
     return len(re.findall(r"\.param\b", m.group(1)))
 
 
-def needs_index64(plan: KernelPlan) -> Callable[[Sequence[int]], bool]:
-    """For a kernel whose index width depends on its sizes: whether the sizes of a launch (the
-    values of ``plan.sizes``, in order) make one of its extents 2**31 or more. Remembered by
-    the sizes: the general launch path asks at every call."""
-    extents = [size_function(e) for e in index_extents(plan) if not isinstance(e, int)]
-    names = plan.sizes
-    known: dict[tuple[int, ...], bool] = {}
-
-    def wide(sizes: Sequence[int]) -> bool:
-        key = tuple(sizes)
-        answer = known.get(key)
-        if answer is None:
-            values = dict(zip(names, key))
-            answer = any(f(values) >= INT32_LIMIT for f in extents)
-            if len(known) < 256:
-                known[key] = answer
-        return answer
-
-    return wide
-
-
 def compile_kernel(
     plan: KernelPlan,
     cfg: BlockSchedule,
@@ -145,8 +113,8 @@ def compile_kernel(
     """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
     signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
     the kernel can fail, an integer per size symbol, the blocks of ``cfg`` as constants.
-    ``index64``: for a kernel whose index width depends on its sizes
-    (:func:`~.render.index_width`), the int64 variant (sizes as ``i64``), else the int32 one
+    ``index64``: for a kernel whose index width depends on its sizes (``index_width``), the
+    int64 variant (sizes as ``i64``), else the int32 one
     (sizes as ``i32``: the caller has checked that they allow it). Returns the compiled kernel
     and the kind of each of its parameters as the C launcher's type letter (``K`` pointer,
     ``l`` int64, ``i`` int32), Triton's own trailing parameters included."""

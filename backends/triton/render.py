@@ -35,7 +35,7 @@ from typing import Any
 
 from fir.backends.plan import KernelPlan, ProgramPlan
 from fir.backends.plan import instructions as ins
-from fir.backends.plan.block_schedule import BlockSchedule, block_schedule, x_loops
+from fir.backends.plan.block_schedule import BlockSchedule, block_schedule, index_width, x_loops
 from fir.backends.plan.index_text import IndexSyntax, print_index
 from fir.backends.plan.lowering import defined, lower
 from fir.backends.plan.program import shared_storage
@@ -625,29 +625,6 @@ def render_kernel(
     return w.write(), cfg, w.fails
 
 
-INT32_LIMIT = 2**31  # an index extent from here on needs int64 arithmetic
-
-
-def index_extents(plan: KernelPlan) -> list[Dim]:
-    """How far a kernel's index arithmetic reaches: each buffer's elements and the iteration
-    space (its flat index, before the mask, stays within a block of it)."""
-    return [a.elements for a in plan.args] + [dims_mul((plan.numel, plan.rnumel))]
-
-
-def index_width(plan: KernelPlan) -> str:
-    """The integer width of a kernel's indices: ``"32"`` where every extent is below 2**31,
-    ``"64"`` where one is not, ``"sizes"`` where that depends on the values of its size symbols:
-    the kernel then takes ``INDEX64`` as a constant and is compiled for each width it is
-    launched at (the launch decides by the sizes, :func:`needs_index64`). A 64-bit division
-    or remainder is many more instructions a lane than a 32-bit one: BERT's symbolic program
-    at 8 x 256 tokens on an H200 took 82 against 99 us in its scaling kernels, 126 against 133
-    in its GELUs, 2.01 against 2.03 ms in all (the reductions within noise)."""
-    extents = index_extents(plan)
-    if any(isinstance(e, int) and e >= INT32_LIMIT for e in extents):
-        return "64"
-    return "32" if all(isinstance(e, int) for e in extents) else "sizes"
-
-
 def _checks_divisor(i: ins.Instr) -> bool:
     """An integer division (or remainder) whose divisor may be zero: the kernel checks it."""
     if not isinstance(i, ins.Compute) or i.op not in ins.DIVIDES or i.dtype.is_float:
@@ -749,8 +726,6 @@ def render_program(
 
 
 __all__ = [
-    "index_extents",
-    "index_width",
     "jit_name",
     "launcher",
     "render_kernel",

@@ -9,9 +9,10 @@ from __future__ import annotations
 import time
 
 from fir.backends.plan import ProgramPlan
+from fir.backends.plan.block_schedule import index_width
 
 from .build import compile_kernel, load_module, module_path
-from .render import index_width, jit_name, render_program
+from .render import jit_name, render_program
 
 
 def compile_for_target(

@@ -1,7 +1,7 @@
 """Triton kernels over symbolic sizes (``dynamic=True``) as fast as static ones.
 
 * **Index width**: int32 where the sizes of a launch allow it, int64 where they do not
-  (``render.index_width``, ``build.needs_index64``). A kernel over symbolic sizes used to
+  (``block_schedule.index_width``, ``block_schedule.needs_index64``). A kernel over symbolic sizes used to
   compute every index in int64 whatever the sizes. It now takes ``INDEX64`` as a constant and
   each launch picks the variant its sizes need.
 * **Tiles**: a transposed copy over a symbolic size is tiled like a static one, with every tile
@@ -24,9 +24,13 @@ torch = pytest.importorskip("torch")
 # the Triton tests' device (a GPU, else Triton's interpreter) and their skip where neither runs
 from fir.backends.compile import compile_function  # noqa: E402
 from fir.backends.plan import plan_module  # noqa: E402
-from fir.backends.plan.block_schedule import block_schedule, keeps_rows  # noqa: E402
-from fir.backends.triton.build import needs_index64  # noqa: E402
-from fir.backends.triton.render import index_width, render_program  # noqa: E402
+from fir.backends.plan.block_schedule import (  # noqa: E402
+    block_schedule,
+    index_width,
+    keeps_rows,
+    needs_index64,
+)
+from fir.backends.triton.render import render_program  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402
 from fir.ir.parser import parse_module  # noqa: E402
 from fir.passes.pipeline import parse_pipeline  # noqa: E402
