@@ -275,10 +275,8 @@ class Emitter(NestWalker):
                 self.bits[i.dst] = (i.dtype, store_expr(i.dtype, f"float({args[0]})"))
         else:
             expr = ops.apply(i.op, args, integer)
-        if i.op in ins.DIVIDES and integer:
-            b = i.args[1]
-            if not (isinstance(b, Literal) and b.value not in (0, None, False)):
-                self.emit(f"if ({args[1]} == 0) " + self.fail(str(DIVISION_BY_ZERO), "0"))
+        if ins.checks_divisor(i):
+            self.emit(f"if ({args[1]} == 0) " + self.fail(str(DIVISION_BY_ZERO), "0"))
         self.define(i.dst, expr)
 
     def on_store(self, i: ins.Store) -> None:

@@ -655,6 +655,9 @@ class _Kernel(NestWalker):
         ]
         bounded = MATH_F32_BOUNDED.get(i.op) if value_type(src) == F32 else None
         bound = self._bound(i.args[0]) if bounded is not None else math.inf
+        if ins.checks_divisor(i):  # the plan's tdiv and trem
+            zero = self.b.icmp_signed("==", args[1], ir.Constant(value_type(src), 0))
+            self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
         if i.op == "cast":
             self.vals[i.dst] = self.convert(args[0], src, i.dtype)
         elif bounded is not None and bound <= TRIG_BOUND_F32:
@@ -723,9 +726,6 @@ class _Kernel(NestWalker):
 
     def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
         b = self.b
-        if op in ins.DIVIDES:  # the plan's tdiv and trem
-            zero = b.icmp_signed("==", a[1], ir.Constant(ty, 0))
-            self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
         if op in op_forms.ROUNDING or (op == "abs" and not src.is_signed):
             return a[0]  # an integer is whole, an unsigned one its own size
         if op == "abs":

@@ -81,6 +81,16 @@ class Compute:
     dtype: DType
 
 
+def checks_divisor(i: Any) -> bool:
+    """Whether instruction ``i`` divides integers (``DIVIDES``) by a divisor that may be zero:
+    every renderer checks such a divisor and reports ``DIVISION_BY_ZERO``. A literal divisor
+    other than zero needs no check."""
+    if not isinstance(i, Compute) or i.op not in DIVIDES or not i.dtype.is_int:
+        return False
+    d = i.args[1]
+    return not (isinstance(d, Literal) and d.value not in (0, None))
+
+
 @dataclass(frozen=True)
 class Constant:
     dst: str

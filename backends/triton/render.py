@@ -217,7 +217,7 @@ class _Writer(ins.InstrWalker):
         plan, cfg = self.plan, self.cfg
         self.width = index_width(plan)
         self.big = self.width == "64"
-        self.fails = bool(plan.errors) or any(_checks_divisor(i) for i in plan.instrs)
+        self.fails = bool(plan.errors) or any(ins.checks_divisor(i) for i in plan.instrs)
         self.dtypes = defined(plan.instrs)
         params = [self.name("buffer", a.name) for a in plan.args] + ["fir_err"] * self.fails
         params += [self.name("size", s) for s in plan.sizes]
@@ -459,7 +459,7 @@ class _Writer(ins.InstrWalker):
         if i.op == "cast":
             self.emit(f"{dst} = {ops.cast_expr(texts[0], operand_dtype, i.dtype)}")
             return
-        if _checks_divisor(i):
+        if ins.checks_divisor(i):
             zero = self.temp("zero")
             self.emit(f"{zero} = {texts[1]} == 0")
             self._report(self.div_code, dims, zero)
@@ -623,14 +623,6 @@ def render_kernel(
     plan = lower(plan, ops.NATIVE_OPS)  # after the configuration, which counts the plan's ops
     w = _Writer(plan, cfg, div_code=ins.DIVISION_BY_ZERO - position, aliased=aliased)
     return w.write(), cfg, w.fails
-
-
-def _checks_divisor(i: ins.Instr) -> bool:
-    """An integer division (or remainder) whose divisor may be zero: the kernel checks it."""
-    if not isinstance(i, ins.Compute) or i.op not in ins.DIVIDES or i.dtype.is_float:
-        return False
-    d = i.args[1]
-    return not (isinstance(d, Literal) and d.value not in (0, None))
 
 
 def _full_scalar(value: str, dtype: DType) -> str:

@@ -89,3 +89,19 @@ def test_a_float_converts_to_an_integer_through_its_saturating_type(dtype: DType
     x = torch.tensor([-1.5, -300.7, 1.0e30, math.nan, 255.9, 70000.2], dtype=torch.float64)
     via = cast_tensor(x, saturating_type(dtype).to_torch())
     assert torch.equal(cast_tensor(x, dtype.to_torch()), via.to(dtype.to_torch()))
+
+
+def test_which_divisions_are_checked_for_a_zero_divisor() -> None:
+    """One rule for every renderer (``instructions.checks_divisor``): an integer division or
+    remainder by a value, or by the literal 0, is checked; by another literal, or of floats or
+    bools, it is not."""
+    from fir.backends.plan.instructions import DIVIDES, Compute, checks_divisor
+    from fir.ir.graph import Literal
+
+    for op in sorted(DIVIDES):
+        assert checks_divisor(Compute("q", op, ("a", "b"), DType.I32))
+        assert checks_divisor(Compute("q", op, ("a", Literal(0)), DType.I64))
+        assert not checks_divisor(Compute("q", op, ("a", Literal(3)), DType.I64))
+        assert not checks_divisor(Compute("q", op, ("a", "b"), DType.F32))
+        assert not checks_divisor(Compute("q", op, ("a", "b"), DType.BOOL))
+    assert not checks_divisor(Compute("q", "add", ("a", "b"), DType.I32))
