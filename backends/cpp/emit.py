@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-from fir.backends.plan import DIVISION_BY_ZERO  # an int division by zero's error, every back end's
+from fir.backends.plan import (
+    DIVISION_BY_ZERO,  # an int division by zero's error, every back end's
+    op_forms,
+)
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import IndexSyntax, print_index
 from fir.backends.plan.kernel import KernelPlan
@@ -241,21 +244,8 @@ class Emitter(NestWalker):
             value = f"{mask} ? {value} : {other}"  # the load runs only where the mask holds
         self.define(i.dst, value)
 
-    def operand_dtype(self, i: ins.Compute) -> DType:
-        """The dtype the operands of ``i`` share: the result's, except for comparisons and
-        casts, whose operands say it (an operation on literals only goes by the literal)."""
-        data = i.args[1:] if i.op == "where" else i.args
-        for a in data:
-            if isinstance(a, str):
-                return self.dtypes[a]
-        if i.op == "where" or i.dtype is not DType.BOOL and i.op != "cast":
-            return i.dtype
-        lit = data[0]
-        assert isinstance(lit, Literal)
-        return {"bool": DType.BOOL, "int": DType.I64}.get(lit.kind, DType.F32)
-
     def on_compute(self, i: ins.Compute) -> None:
-        dtype = self.operand_dtype(i)
+        dtype = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         integer = dtype.is_int
         # the interpreter makes a tensor of the operands' dtype of a leading literal (and of
         # where's data), and hands a trailing literal to torch as a Python scalar

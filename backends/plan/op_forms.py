@@ -45,8 +45,17 @@ ON_BOOLS = {
 def operand_dtype(
     op: str, args: Sequence[object], dtype: DType, dtypes: Mapping[str, DType]
 ) -> DType:
-    """The dtype the operands of ``op`` (of result ``dtype``) are computed in: that of its
-    first named operand (a literal takes it), the result's for ``where`` (its values'; the
-    condition is a bool) and where no operand is named. ``dtypes``: the named values'."""
-    named = (dtypes[a] for a in args if isinstance(a, str))
-    return dtype if op == "where" else next(named, dtype)
+    """The dtype the operands of ``op`` (of result ``dtype``) are computed in: the result's for
+    ``where`` (its values'; the condition is a bool), else that of its first named operand (a
+    literal takes it), else, every operand a literal, the result's, except that a comparison or
+    a cast goes by the first literal's kind, as the interpreter computes it (``1.5 < 2``
+    compares floats: as bools it would be false). ``dtypes``: the named values'."""
+    if op == "where":
+        return dtype
+    named = next((dtypes[a] for a in args if isinstance(a, str) and a in dtypes), None)
+    if named is not None:
+        return named
+    if dtype is not DType.BOOL and op != "cast":
+        return dtype
+    kind = getattr(args[0], "kind", None)
+    return {"bool": DType.BOOL, "int": DType.I64}.get(str(kind), DType.F32)

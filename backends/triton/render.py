@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fir.backends.plan import KernelPlan, ProgramPlan
+from fir.backends.plan import KernelPlan, ProgramPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.block_schedule import BlockSchedule, block_schedule, index_width, x_loops
 from fir.backends.plan.index_text import IndexSyntax, print_index
@@ -447,9 +447,7 @@ class _Writer(ins.InstrWalker):
             self.on_constant(ins.Constant(i.dst, Literal(cast_scalar(value, i.dtype)), i.dtype))
             return
         dst = self.name("value", i.dst)
-        # the operands' dtype: the first named one's (a literal takes it); where's, its values'
-        named = [self.dtypes[a] for a in i.args if isinstance(a, str) and a in self.dtypes]
-        operand_dtype = i.dtype if i.op == "where" or not named else named[0]
+        operand_dtype = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         args = [  # where's condition is a bool
             self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
             for k, a in enumerate(i.args)

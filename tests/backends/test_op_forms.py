@@ -62,6 +62,15 @@ def test_operand_dtype() -> None:
     assert op_forms.operand_dtype("lt", ("x", 0), DType.BOOL, dtypes) is DType.I32
     assert op_forms.operand_dtype("where", ("c", "x", 0), DType.I64, dtypes) is DType.I64
     assert op_forms.operand_dtype("neg", (1.5,), DType.F32, dtypes) is DType.F32
+    # literals only: a comparison or a cast goes by the first literal's kind, as the
+    # interpreter computes it (1.5 < 2 compares floats: as bools it would be False)
+    from fir.ir.graph import Literal
+
+    lt = ("lt", (Literal(1.5), Literal(2)), DType.BOOL, dtypes)
+    assert op_forms.operand_dtype(*lt) is DType.F32
+    assert op_forms.operand_dtype("cast", (Literal(3),), DType.F32, dtypes) is DType.I64
+    assert op_forms.operand_dtype("eq", (Literal(True), Literal(1)), DType.BOOL, {}) is DType.BOOL
+    assert op_forms.operand_dtype("add", (Literal(1), Literal(2)), DType.I32, {}) is DType.I32
 
 
 @pytest.mark.parametrize("kind", KINDS)
