@@ -214,9 +214,7 @@ def _nest(loops: list[Loop], nest: NestSchedule, family: Family, ints: set[str])
             if isinstance(i, Load) and i.dst in nest.turned
         )
         inner = Run(a, Span.TILE, [Run(b, Span.TILE, body, side)], side)
-        # every tiled nest has its Turn, with no loads where none is turned (the LLVM renderer
-        # writes the tile's edges there either way; unused, its optimiser drops them)
-        body = [Turn(a, b, side, loads), inner]
+        body = [Turn(a, b, side, loads), inner] if loads else [inner]
     runs[0].threads = nest.parallel()
     # a kernel of one loop hoists nothing (:func:`~.schedule._pointwise_nest`)
     runs[0].hoists = len(loops) > 1

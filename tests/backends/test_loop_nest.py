@@ -14,6 +14,7 @@ from fir.backends.plan.loop_nest import (
     Lanes,
     Node,
     Run,
+    Span,
     Turn,
     loop_nest,
 )
@@ -78,6 +79,19 @@ def test_a_tiled_nest_turns_its_transposed_load(family: Family, threads: int) ->
     copy = inner.body[0]
     assert isinstance(copy, Turn)
     assert [t.along for t in copy.loads] == [256]  # y's stride along x1
+
+
+@pytest.mark.parametrize("family", [CPP, LLVM], ids=["cpp", "llvm"])
+def test_a_tiled_nest_with_nothing_to_turn_has_no_turn(family: Family) -> None:
+    """f64 transposed reads keep the vectoriser's gathers: the tiles hold the element loops
+    alone (no copy, and no edge arithmetic for one)."""
+    nodes = tree(TRANSPOSE_ADD.replace("f32", "f64"), family)
+    (top,) = nodes
+    assert isinstance(top, Run)
+    (tiles,) = top.body
+    assert isinstance(tiles, Run) and tiles.span is Span.TILES
+    assert not any(isinstance(n, Turn) for n in tiles.body)
+    assert [n.span for n in tiles.body if isinstance(n, Run)] == [Span.TILE]
 
 
 def test_the_schedules_order_moves_the_body_innermost() -> None:
