@@ -193,8 +193,8 @@ def update(kind: str, dtype: DType, uniform: bool = False) -> Merge:
     :func:`merge`'s rules, cheaper, as a loop meets its positions in increasing order.
 
     * sum, prod, max, min, any: the merge, ``v`` as the other state;
-    * argmax/argmin: ``v`` and ``i`` replace a state they beat (NaN beats a number: tested for
-      every dtype, an integer is never NaN) or an empty one; a tie keeps the earlier position;
+    * argmax/argmin: ``v`` and ``i`` replace a state they beat (NaN beats a number, tested
+      where the state is a float) or an empty one; a tie keeps the earlier position;
     * welford: Welford's online mean, and M2 from the deviations from the old and the new
       mean (the steps after ``mean`` read the new one). ``uniform``: every lane of a block
       has seen as many values, so the caller keeps the count and gives its reciprocal
@@ -212,15 +212,18 @@ def _update(kind: str, dtype: DType, uniform: bool) -> Merge:
     t = state(kind, dtype)[0].dtype
     b = DType.BOOL
     if kind in ("argmax", "argmin"):
-        steps = (
-            Step("better", "gt" if kind == "argmax" else "lt", ("v", "a0"), b),
+        nan = (  # NaN beats a number; an integer is never NaN
             Step("v_nan", "isnan", ("v",), b),
             Step("a_nan", "isnan", ("a0",), b),
             Step("a_num", "logical_not", ("a_nan",), b),
             Step("nan_wins", "logical_and", ("v_nan", "a_num"), b),
             Step("wins", "logical_or", ("better", "nan_wins"), b),
+        )
+        steps = (
+            Step("better", "gt" if kind == "argmax" else "lt", ("v", "a0"), b),
+            *(nan if t.is_float else ()),
             Step("a_empty", "lt", ("a1", 0), b),
-            Step("take", "logical_or", ("wins", "a_empty"), b),
+            Step("take", "logical_or", ("wins" if t.is_float else "better", "a_empty"), b),
         )
         return Merge(steps, ("v", "i"), guard="take")
     if kind == "welford":

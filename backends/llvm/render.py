@@ -812,20 +812,11 @@ class _Kernel(NestWalker):
             return known[name]
 
         def write(s: ins.Compute) -> Any:
-            # an integer is never NaN: a test of it is known here (and folds the logic it
-            # meets); "not isnan" is one compare
-            test = steps.get(str(s.args[0])) if s.op == "logical_not" else s
-            if test is not None and test.op == "isnan":
-                nan, x = s is test, str(test.args[0])
-                if not types[x].is_float:
-                    return not nan
-                v = read(x)
-                return self.b.fcmp_unordered("uno" if nan else "ord", v, v)
+            test = steps.get(str(s.args[0])) if s.op == "logical_not" else None
+            if test is not None and test.op == "isnan":  # "not isnan" is one compare
+                v = read(str(test.args[0]))
+                return self.b.fcmp_ordered("ord", v, v)
             args = [read(a) if isinstance(a, str) else a for a in s.args]
-            truths = [a for a in args if isinstance(a, bool)]
-            if truths:  # and/or with a known truth: the absorbing one, or the other operand
-                absorbing = s.op == "logical_or"
-                return absorbing if absorbing in truths else args[isinstance(args[0], bool)]
             src = op_forms.operand_dtype(s.op, s.args, s.dtype, types)
             args = [self.const(a.value, src) if isinstance(a, Literal) else a for a in args]
             return self.op(s.op, args, src)

@@ -203,8 +203,11 @@ def test_every_instruction_is_handled() -> None:
 
 def test_accumulator_updates_are_written_from_the_shared_steps() -> None:
     # fir.ir.accumulators.update's steps, each read once written into its reader
-    argmax = cpp_ops.update("argmax", DType.I32, ["s", "s_i"], "v", "i")
+    argmax = cpp_ops.update("argmax", DType.F32, ["s", "s_i"], "v", "i")
     assert argmax == "if (v > s || (fir_isnan(v) && !fir_isnan(s)) || s_i < 0) { s = v; s_i = i; }"
+    # an integer is never NaN: no test of it
+    argmax = cpp_ops.update("argmax", DType.I32, ["s", "s_i"], "v", "i")
+    assert argmax == "if (v > s || s_i < 0) { s = v; s_i = i; }"
     names = ["m", "q", "n"]
     assert cpp_ops.update("welford", DType.F32, names, "v", "i") == (
         "{ n = n + 1; const auto d = v - m; m = m + d / n; q = q + d * (v - m); }"
