@@ -240,10 +240,11 @@ class TritonKernels(KernelLaunches):
 
     def wide_cubin(self, name: str) -> CubinKernel | None:
         """The int64 variant of kernel ``name`` (one whose index width depends on its sizes),
-        compiled at the first launch whose sizes need it."""
-        if name not in self.wide_cubins and name in self.cubins:
+        compiled at the first launch whose sizes need it; None where it does not compile for
+        the driver launch (tried once: ``not_direct`` says why, Triton's launcher runs it)."""
+        if name not in self.wide_cubins and name in self.cubins and name not in self.not_direct:
             with self.compile_lock:
-                if name not in self.wide_cubins:
+                if name not in self.wide_cubins and name not in self.not_direct:
                     self._compile(self.plan.kernels()[self.order.index(name)], index64=True)
         return self.wide_cubins.get(name)
 

@@ -243,3 +243,36 @@ def test_flat_tiles_compute_every_element(s0: int, s1: int, s2: int) -> None:
     (want,) = run_graph(reference, [x.clone() for x in xs])
     (got,) = program(*[x.to(DEVICE) for x in xs])
     torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
+def test_an_int64_variant_that_does_not_compile_is_tried_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the driver launch cannot take the int64 variant, Triton's launcher runs it: the
+    compile is not tried again at every launch. Faked: no GPU here."""
+    from fir.backends.registry import backend_named
+    from fir.backends.runtime import triton_launch
+    from fir.backends.triton import build
+
+    tried: list[bool] = []
+
+    def compile_kernel(*args: Any, index64: bool = True, **kwargs: Any) -> tuple[None, list[str]]:
+        tried.append(index64)
+        if index64:
+            raise RuntimeError("no int64 variant here")
+        return None, []
+
+    class FakeCubin:
+        def __init__(self, *args: Any) -> None:
+            pass
+
+    monkeypatch.setattr(triton_launch, "device_of", lambda device: (0, (9, 0)))
+    monkeypatch.setattr(build, "compile_kernel", compile_kernel)
+    monkeypatch.setattr(build, "CubinKernel", FakeCubin)
+    graph = parse_pipeline("cuda").run(parse_module(POINTWISE, "<test>")).funcs[0]
+    kernels = build.build_program(backend_named("triton").plan(graph), "cuda")
+    (name,) = kernels.index64_at
+    assert tried == [False] and name in kernels.cubins
+    assert kernels.wide_cubin(name) is None
+    assert kernels.wide_cubin(name) is None
+    assert tried == [False, True] and "no int64 variant" in kernels.not_direct[name]
