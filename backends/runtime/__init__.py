@@ -10,12 +10,27 @@
 The back ends' own parts (``cpp``, ``llvm``, ``triton``) build kernels; this package calls them.
 """
 
-from .compiled_program import (
-    CompiledProgram,
-    Kernels,
-    RuntimeInputError,
-    element_count,
-    size_function,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compiled_program import (
+        CompiledProgram,
+        Kernels,
+        RuntimeInputError,
+        element_count,
+        size_function,
+    )
 
 __all__ = ["CompiledProgram", "Kernels", "RuntimeInputError", "element_count", "size_function"]
+
+
+def __getattr__(name: str) -> Any:
+    """The program's names, imported at first use: :mod:`.compiled_program` imports torch, and a
+    torch-free part of this package (:mod:`.llvm_threads`, which the llvm back end's build
+    imports) must not pull it into ``fir-translate --target llvm`` (a second of startup)."""
+    if name in __all__:
+        return getattr(importlib.import_module(".compiled_program", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,6 +37,24 @@ def test_fir_opt_does_not_import_torch_or_sympy(tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "0 False False"
 
 
+@pytest.mark.parametrize("target", ["plan", "cpp", "llvm"])
+def test_fir_translate_to_cpu_code_does_not_import_torch(tmp_path: Path, target: str) -> None:
+    """Printing a kernel's plan, C++ or LLVM IR is text to text, like fir-opt: torch's import
+    (about a second) must not come with it (the llvm build reaches the runtime package, whose
+    program class imports torch: that one is imported at first use)."""
+    src = tmp_path / "rms.fir"
+    src.write_text(RMS)
+    code = (
+        "import sys, io, contextlib\n"
+        "from fir.tools.fir_translate import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    rc = main([{str(src)!r}, '-p', 'fusion', '--target', {target!r}])\n"
+        "print(rc, len(out.getvalue()) > 0, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 True False"
+
+
 def test_fir_opt_round_trips_and_writes_output(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
