@@ -24,6 +24,12 @@ RMS = """func @rms_norm(%x: f32[8, 16], %w: f32[16]) -> (f32[8, 16]) {
 """
 
 
+def last_line_of_fresh_python(code: str) -> str:
+    """The last line ``code`` prints in a new interpreter (whose imports are its own)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
 def test_fir_opt_does_not_import_torch_or_sympy(tmp_path: Path) -> None:
     src = tmp_path / "rms.fir"
     src.write_text(RMS)
@@ -33,8 +39,7 @@ def test_fir_opt_does_not_import_torch_or_sympy(tmp_path: Path) -> None:
         f"rc = main([{str(src)!r}, '-p', 'cleanup'])\n"
         "print(rc, 'torch' in sys.modules, 'sympy' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "0 False False"
+    assert last_line_of_fresh_python(code) == "0 False False"
 
 
 @pytest.mark.parametrize("target", ["plan", "cpp", "llvm"])
@@ -51,8 +56,7 @@ def test_fir_translate_to_cpu_code_does_not_import_torch(tmp_path: Path, target:
         f"    rc = main([{str(src)!r}, '-p', 'fusion', '--target', {target!r}])\n"
         "print(rc, len(out.getvalue()) > 0, 'torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "0 True False"
+    assert last_line_of_fresh_python(code) == "0 True False"
 
 
 def test_fir_opt_round_trips_and_writes_output(
