@@ -64,15 +64,10 @@ def measure(m: int, k: int, n: int) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    if not torch.cuda.is_available():
-        sys.exit("gemm_bias: needs a CUDA GPU")
+    from gemm_padding import doc_head  # this folder: the script's own
+
     rows = [
-        "# A linear layer's bias on the GPU: in the GEMM or after it",
-        "",
-        f"Written by `python benchmarks/gemm_bias.py` on {torch.cuda.get_device_name()}, "
-        f"torch {torch.__version__}; bf16, us (CUDA-event medians). The module docstring says "
-        "what each column runs.",
-        "",
+        *doc_head("A linear layer's bias on the GPU: in the GEMM or after it", "gemm_bias", "us"),
         "| model | layer | M | K | N | mm | addmm | mm + add | addmm / mm | (mm + add) / addmm |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

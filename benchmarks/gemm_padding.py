@@ -68,16 +68,23 @@ def measure(m: int, k: int, n: int) -> tuple[float, float, float]:
     )
 
 
-def main() -> None:
+def doc_head(title: str, script: str, unit: str) -> list[str]:
+    """A GEMM benchmark doc's first lines: its title and what wrote it, on which GPU."""
     if not torch.cuda.is_available():
-        sys.exit("gemm_padding: needs a CUDA GPU")
+        sys.exit(f"{script}: needs a CUDA GPU")
+    return [
+        f"# {title}",
+        "",
+        f"Written by `python benchmarks/{script}.py` on {torch.cuda.get_device_name()}, "
+        f"torch {torch.__version__}; bf16, {unit} (CUDA-event medians). The module docstring "
+        "says what each column runs.",
+        "",
+    ]
+
+
+def main() -> None:
     rows = [
-        "# Padding unaligned matmuls on the GPU (`pad-matmul`)",
-        "",
-        f"Written by `python benchmarks/gemm_padding.py` on {torch.cuda.get_device_name()}, "
-        f"torch {torch.__version__}; bf16, ms (CUDA-event medians). The module docstring says "
-        "what each column runs.",
-        "",
+        *doc_head("Padding unaligned matmuls on the GPU (`pad-matmul`)", "gemm_padding", "ms"),
         "| M | K | N | M·N·K | plain | padded, in place | padded + copy | speed-up (copy) |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -22,6 +22,7 @@ from fir.backends.plan.schedule import CPP, LLVM, Family, schedule
 from fir.ir.parser import parse_module
 from fir.ir.verifier import verify_module
 from fir.passes.pipeline import parse_pipeline
+from test_schedule import INTERCHANGE  # a nest whose innermost loop stores with a stride
 
 
 def kernels(text: str, pipeline: str = "fusion") -> list[KernelPlan]:
@@ -95,17 +96,7 @@ def test_a_tiled_nest_with_nothing_to_turn_has_no_turn(family: Family) -> None:
 
 
 def test_the_schedules_order_moves_the_body_innermost() -> None:
-    text = """
-func @f(%x: f32[256, 192], %w: f32[192]) -> (f32[256, 192]) {
-  %y = pointwise : f32[256, 192] over (i0 < 256, i1 < 192) order (i1 < 192, i0 < 256) {
-    %0 = load %x[192*i0 + i1]
-    %1 = load %w[i1]
-    %2 = mul %0, %1
-    yield %2
-  }
-  return %y
-}
-"""
+    text = INTERCHANGE  # the plan's innermost loop stores with a stride
     for family in (CPP, LLVM):
         nodes = tree(text, family, "")
         assert shape(nodes) == [("x1", "whole", 0, 1, [("x0", "whole", 0, 0, ["code"])])]
