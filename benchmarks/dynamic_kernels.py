@@ -49,6 +49,12 @@ def main() -> int:
     ap.add_argument("length", type=int)
     ap.add_argument("--traced", type=int, default=96)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument(
+        "--int64",
+        action="store_true",
+        help="the dynamic program's kernels in their int64 variant at every launch (what the "
+        "index width is worth)",
+    )
     args = ap.parse_args()
     torch._dynamo.config.specialize_float = True
     torch._dynamo.config.recompile_limit = 64
@@ -64,13 +70,19 @@ def main() -> int:
             fn = torch.compile(run, backend="fir", dynamic=dynamic)
             if dynamic:
                 fn(bm._ids(vocab, (batch, args.traced), "cuda", seed=args.traced))
+                if args.int64:  # before the first call at the measured length picks variants
+                    for c in dynamo.COMPILED[start:]:
+                        kernels = getattr(c.program, "kernels", None)
+                        if kernels is not None:
+                            kernels.index64_at = {n: lambda _: True for n in kernels.index64_at}
             fn(ids)
             compiled = [c for c in dynamo.COMPILED[start:] if c.program is not None]
             programs[kind] = [c.program.kernels for c in compiled[-1:]]
             times[kind] = kernel_times(fn, ids)
     (static,), (dynamic,) = programs["static"], programs["dynamic"]
     total = {k: sum(v.values()) for k, v in times.items()}
-    print(f"{args.model} at {args.length} tokens (dynamic traced at {args.traced}):")
+    width = ", every kernel of it in int64" if args.int64 else ""
+    print(f"{args.model} at {args.length} tokens (dynamic traced at {args.traced}{width}):")
     print(f"device time a step: static {total['static']:.0f} us, dynamic {total['dynamic']:.0f} us")
     rows = []
     for a, b in zip(static.order, dynamic.order):

@@ -218,7 +218,8 @@ def index_width(plan: KernelPlan) -> str:
     launched at (the launch decides by the sizes, :func:`needs_index64`). A 64-bit division
     or remainder is many more instructions a lane than a 32-bit one: BERT's symbolic program
     at 8 x 256 tokens on an H200 took 82 against 99 us in its scaling kernels, 126 against 133
-    in its GELUs, 2.01 against 2.03 ms in all (the reductions within noise)."""
+    in its GELUs, 2.03 against 2.05 ms in all (``benchmarks/dynamic_kernels.py --int64``; its
+    looped softmax, alone, ran faster in int64: 24.7 against 27.1 us)."""
     extents = index_extents(plan)
     if any(isinstance(e, int) and e >= INT32_LIMIT for e in extents):
         return "64"
