@@ -659,6 +659,19 @@ class Importer:
             )
             for j, k in enumerate(kept)
         ]
+        for r in node.results:
+            # a result sized by an int argument that is no size (it may be zero or negative:
+            # ``embedding_dense_backward``'s row count under automatic dynamic shapes) has no
+            # shape FIR can bind when the program runs
+            t = r.type
+            dims = (*t.shape, *t.strides, t.offset)
+            unbound = {s for d in dims for s in getattr(d, "free_symbols", ())} - self.bindable
+            if unbound:
+                raise UnsupportedError(
+                    f"{n.name}: {name} returns a tensor sized by "
+                    f"{', '.join(sorted(str(s) for s in unbound))}, an int argument that is no "
+                    "size (it may be zero or negative); PyTorch runs this graph"
+                )
         if len(kept) != len(vals):
             node.attrs["results"] = kept
         aliases = _aliased_positions(n, kept)

@@ -5,8 +5,9 @@ tensor ops so that they fuse like the forward: activation gradients (``threshold
 of views that place a slice back into zeros (``select_backward``, ``slice_backward``), and
 attention's (``_scaled_dot_product_flash_attention_for_cpu_backward``: the probabilities again
 from the forward's logsumexp, then matmuls).
-``embedding_dense_backward`` is a scatter-add, which FIR has no op for: it is emitted as an
-extern call on purpose (a mapping, not a fallback). The softmax gradients
+``embedding_dense_backward`` is a scatter-add, which FIR has no op for: a small table's (at
+most :data:`ONE_HOT_ROWS` rows) is a reduction over one-hot rows, a larger one's an extern call
+on purpose (a mapping, not a fallback). The softmax gradients
 (``_softmax_backward_data``, ``_log_softmax_backward_data``) and ``native_dropout_backward`` live
 with their forward ops in :mod:`.nn`.
 
@@ -21,7 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from fir.ir.dtypes import DType
+from fir.ir.externs import encode_torch_object
 from fir.ir.graph import ExternNode, Literal, Value
 from fir.ir.types import TensorType
 
@@ -258,6 +261,14 @@ def _slice_backward(
     return _place(em, g, d, lo, size - lo - taken)
 
 
+# The largest vocabulary whose embedding gradient is a FIR reduction over one-hot rows (each
+# weight row sums the gradient rows whose index names it). T5's relative-position buckets (32)
+# and BERT's token types (2) are below it; a token or position table (1,024-50,257 rows) is
+# not: the reduction's work grows with rows x positions
+ONE_HOT_ROWS = 64
+LARGE_TABLES_BY_ATOMICS = True
+
+
 @register("aten.embedding_dense_backward.default")
 def _embedding_dense_backward(
     em: Emitter,
@@ -267,15 +278,20 @@ def _embedding_dense_backward(
     padding_idx: int,
     scale_grad_by_freq: bool,
 ) -> Value:
-    # A scatter-add (rows of grad summed into the rows its indices name): FIR has no scatter op,
-    # so this is an extern call, on purpose. On a GPU, zeros and an atomic ``index_add_`` in f32
-    # (Inductor's choice: 3-4 launches where this kernel's sort takes 29) made training steps
-    # slower in interleaved runs on an H200 (T5 9.99 against 9.20 ms, GPT-2 15.45 against
-    # 14.78): T5's relative-position bias adds 262,144 rows into 32, and index_add_ costs
-    # more host time a call than the launches it saves
     g, idx = _tensor(grad), _tensor(indices, "indices")
     if not isinstance(num_weights, int):
         raise Fallback("symbolic vocabulary size")
+    if num_weights <= ONE_HOT_ROWS and not scale_grad_by_freq:
+        return _one_hot_rows(em, g, idx, num_weights, int(padding_idx))
+    if LARGE_TABLES_BY_ATOMICS and _atomic_adds_fit(em, g, idx, scale_grad_by_freq):
+        return _by_index_add(em, g, idx, num_weights, int(padding_idx))
+    # A scatter-add (rows of grad summed into the rows its indices name): FIR has no scatter op,
+    # so a large table's gradient is an extern call, on purpose. ATen's CUDA kernel sorts the
+    # indices (about 30 launches) and reads a count back to the host, so the host waits for the
+    # GPU at each call. On a GPU, zeros and an atomic ``index_add_`` in f32 (Inductor's choice)
+    # made training steps slower in interleaved runs on an H200 (T5 9.99 against 9.20 ms, GPT-2
+    # 15.45 against 14.78), when T5's relative-position bias (262,144 rows into 32) also took
+    # that path: small tables are the reduction above now
     node = ExternNode(
         results=[],
         callee="aten.embedding_dense_backward.default",
@@ -285,6 +301,77 @@ def _embedding_dense_backward(
     node.results = [Value(em.name(), em.out_type(), node, 0)]
     em.nodes.append(node)
     return node.results[0]
+
+
+def _one_hot_rows(em: Emitter, g: Value, idx: Value, rows: int, padding_idx: int) -> Value:
+    """The gradient of a small table: ``out[v, :] = sum over p of (idx[p] == v) * g[p, :]``, a
+    reduction over the positions in the opmath dtype (f32 for f16/bf16, as ATen accumulates),
+    rounded once. Positions whose index is ``padding_idx`` add nothing (ATen skips them)."""
+    out = em.out_type()
+    if not idx.type.dtype.is_int or g.type.dtype != out.dtype or not g.type.dtype.is_float:
+        raise Fallback("not a float gradient with integer indices")
+    shape, ishape = _static_shape(g), _static_shape(idx)
+    if shape[: len(ishape)] != ishape or tuple(out.shape) != (rows, *shape[len(ishape) :]):
+        raise Fallback("gradient and indices do not match")
+    positions, width = math.prod(ishape), math.prod(shape[len(ishape) :])
+    g2 = _reshape_to(em, _operands(em, g)[0], (1, positions, width), hint="grows")
+    i2 = _reshape_to(em, idx, (1, positions, 1), hint="irows")
+    table = _reshape_to(em, _arange_i64(em, 0, rows, hint="row"), (rows, 1, 1), hint="rowc")
+    hit = _auto(em, "eq", [em.cast(i2, DType.I64), table], hint="hit")
+    if padding_idx >= 0:
+        hit = _auto(em, "logical_and", [hit, _auto(em, "ne", [i2, Literal(padding_idx)])])
+    terms = _auto(em, "where", [hit, g2, Literal(0.0)], hint="term")
+    s = _auto(em, "sum", [terms], {"dims": [1], "keepdim": False}, hint="rowsum")
+    return em.op("reshape", [em.cast(s, out.dtype)], out)
+
+
+def _atomic_adds_fit(em: Emitter, g: Value, idx: Value, scale_grad_by_freq: bool) -> bool:
+    """Whether a large table's gradient can be summed by atomic adds: on a GPU, with static
+    sizes and no scaling by frequency, and only where the user has not asked for deterministic
+    algorithms: the order of atomic adds, and so the rounding of a sum, varies from run to run
+    (Inductor makes the same choice)."""
+    if em.out_meta().device.type != "cuda" or scale_grad_by_freq:
+        return False
+    if torch.are_deterministic_algorithms_enabled():
+        return False
+    sized = all(isinstance(d, int) for d in (*g.type.shape, *idx.type.shape))
+    return sized and g.type.rank == idx.type.rank + 1
+
+
+def _by_index_add(em: Emitter, g: Value, idx: Value, num_weights: int, padding_idx: int) -> Value:
+    """zeros([num_weights, dim]) then ``index_add_`` of grad's rows, in f32 for f16/bf16 (the
+    sums ATen's kernel keeps in f32), then the padding row zeroed and the dtype rounded once in
+    one FIR kernel: 3-4 launches and about 60 us of host time a call where ATen's kernel takes
+    about 30 and 200 us (on an H200)."""
+    shape = _static_shape(g)
+    dim, rows = shape[-1], math.prod(shape[:-1])
+    acc = g.type.dtype.compute_dtype
+    sums_type = TensorType(acc, (num_weights, dim))
+    zeros = ExternNode(
+        results=[],
+        callee="aten.zeros.default",
+        args=[[num_weights, dim]],
+        kwargs={"dtype": acc, "device": encode_torch_object(em.out_meta().device)},
+    )
+    sums = Value(em.name("sums"), sums_type, zeros, 0)
+    zeros.results = [sums]
+    em.nodes.append(zeros)
+    source = _reshape_to(em, em.cast(g, acc), (rows, dim), hint="rows")
+    flat = _reshape_to(em, idx, (rows,), hint="ids")
+    add = ExternNode(
+        results=[],
+        callee="aten.index_add_.default",
+        args=[sums, 0, flat, source],
+        attrs={"mutates": [0]},
+    )
+    add.results = [Value(em.name("added"), sums_type, add, 0)]
+    em.nodes.append(add)
+    out: Value = sums
+    if 0 <= padding_idx < num_weights:  # that row's gradient is zero (it is not trained)
+        row = _reshape_to(em, _arange_i64(em, 0, num_weights, hint="wrow"), (num_weights, 1))
+        pad = _auto(em, "eq", [row, Literal(padding_idx)])
+        out = em.op("where", [pad, Literal(0.0), sums], sums_type, hint="unpadded")
+    return em.cast(out, em.out_dtype())
 
 
 def _swap_last(em: Emitter, x: Value, hint: str) -> Value:

@@ -23,7 +23,7 @@ from fir.ir.graph import (
     Value,
     alias_root,
 )
-from fir.ir.types import Dim, Layout, TensorType
+from fir.ir.types import Dim, Layout, TensorType, contiguous_strides
 
 from .body_builder import LOOP_NAMES, BodyBuilder, LoopNames, pointwise_space, reduction_space
 from .library_calls import extern_call
@@ -129,10 +129,11 @@ class GraphLowering:
 
     def extern(self, n: TensorOp, callee: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         mutated = n.attrs.get("mutates") or []
+        matrices = callee in ("aten.mm.default", "aten.bmm.default")
         for k, a in enumerate(args):
             why = f"written in place by {callee}" if k in mutated else None
             for v in _values_in([a]):
-                self.materialize(v, copy_because=why)
+                self.materialize(v, copy_because=why, matrix_operand=matrices)
         for v in _values_in(list(kwargs.values())):
             self.materialize(v)
         node = ExternNode(list(n.results), loc=n.loc, callee=callee, args=args, kwargs=kwargs)
@@ -168,24 +169,30 @@ class GraphLowering:
         self.names.add(name)
         return Value(name, type)
 
-    def materialize(self, v: Value, copy_because: str | None = None) -> None:
+    def materialize(
+        self, v: Value, copy_because: str | None = None, matrix_operand: bool = False
+    ) -> None:
         """Give a view a node of its own where it must be a tensor (an extern call's argument,
         a graph output): an alias of its buffer's storage when strides express it (the value's
         type takes the strides and offset), else a pointwise copy that takes its name and says
-        why (``copy = "…"``)."""
+        why (``copy = "…"``). A ``matrix_operand`` (of ``mm``/``bmm``) that is a transpose of
+        such a view copies the view under the transpose and aliases the transpose, as eager
+        lays it out: BLAS reads either, and picks its kernel by the layout it is given."""
         if id(v) not in self.views or id(v) in self.copied:
             return
-        self.copied.add(id(v))
         access = self.accesses[id(v)]
         if self.keep_views:
             copy_because = "keep-views"
         elif id(v) in self.loaded_by_loops:
             copy_because = "loaded by a loop node written before lowering"
         elif access.strides is None:
+            if matrix_operand and copy_because is None and self._alias_transpose(v):
+                return
             made_by = v.owner.op if isinstance(v.owner, TensorOp) else "view"
             copy_because = (
                 f"{made_by} that no strides express (it merges non-contiguous dimensions)"
             )
+        self.copied.add(id(v))
         if copy_because is None:
             layout = Layout(tuple(access.strides), access.offset)  # type: ignore[arg-type]
             v.type = TensorType(v.type.dtype, v.type.shape, layout).normalized()
@@ -210,6 +217,33 @@ class GraphLowering:
         node.attrs["copy"] = copy_because
         self._add(node)
         self.stats["copies"] += 1
+
+    def _alias_transpose(self, v: Value) -> bool:
+        """``v`` swaps the last two dimensions of a view that needs a copy: copy that view (its
+        own contiguous layout) and make ``v`` an alias of it with the two strides swapped."""
+        n = v.owner
+        if not isinstance(n, TensorOp) or n.op not in ("transpose", "permute"):
+            return False
+        u = n.operands[0] if n.operands else None
+        rank = len(v.type.shape)
+        if not isinstance(u, Value) or rank < 2 or id(u) not in self.views or id(u) in self.copied:
+            return False
+        if n.op == "transpose":
+            pair = sorted(d % rank for d in (n.attrs["dim0"], n.attrs["dim1"]))
+            swaps_last = pair == [rank - 2, rank - 1]
+        else:
+            dims = [d % rank for d in n.attrs["dims"]]
+            swaps_last = dims == [*range(rank - 2), rank - 1, rank - 2]
+        if not swaps_last or self.accesses[id(u)].strides is not None:
+            return False
+        self.materialize(u)
+        strides = list(contiguous_strides(tuple(u.type.shape)))
+        strides[-2], strides[-1] = strides[-1], strides[-2]
+        self.copied.add(id(v))
+        v.type = TensorType(v.type.dtype, v.type.shape, Layout(tuple(strides), 0)).normalized()
+        self._add(AliasNode([v], loc=_loc_of(v), base=u))
+        self.stats["aliases"] += 1
+        return True
 
     def fresh_outputs(self) -> None:
         """Where the function carries eager's output contract (attribute ``output_views``, the

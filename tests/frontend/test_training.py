@@ -216,6 +216,15 @@ BACKWARD_CALLS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         lambda g, i: aten.embedding_dense_backward(g, i, 7, 2, True),
         (_G, torch.tensor([1, 2, 1, 6])),
     ),
+    # a small table's gradient: a reduction over one-hot rows (index 2 is padding: no sum)
+    "embedding_rows": (
+        lambda g, i: aten.embedding_dense_backward(g, i, 7, 2, False),
+        (_G, torch.tensor([1, 2, 1, 6])),
+    ),
+    "embedding_rows_2d": (
+        lambda g, i: aten.embedding_dense_backward(g, i, 5, -1, False),
+        (_G.reshape(2, 2, 6), torch.tensor([[4, 0], [4, 4]])),
+    ),
 }
 
 
@@ -345,3 +354,85 @@ def test_recompute_saves_fewer_activations_and_keeps_the_gradients(
         assert saved < _backward_inputs(other)
     else:
         assert saved > _backward_inputs(other)
+
+
+def _externs(graph: Any) -> list[str]:
+    from fir.ir.graph import ExternNode
+
+    return [n.callee for f in graph.module.funcs for n in f.nodes if isinstance(n, ExternNode)]
+
+
+def test_small_table_gradient_is_a_fir_reduction_and_a_large_one_an_extern() -> None:
+    """T5's relative-position bias (32 buckets) and BERT's token types (2) take their gradient
+    as FIR's reduction over one-hot rows: ATen's CUDA kernel sorts (about 30 launches and 0.2 ms
+    of host time a call on an H200). A token table keeps the ATen call."""
+    g = torch.randn(6, 10, 3, generator=torch.Generator().manual_seed(3))
+    i = torch.randint(0, 32, (6, 10), generator=torch.Generator().manual_seed(4))
+    for rows, extern in ((32, False), (64, False), (65, True), (1000, True)):
+        fn = lambda g, i, rows=rows: aten.embedding_dense_backward(g, i, rows, -1, False)  # noqa: E731
+        start = len(fir_backend.COMPILED)
+        got = torch.compile(fn, backend="fir", dynamic=False, options={"fallback": "never"})(g, i)
+        torch.testing.assert_close(got, fn(g, i), rtol=1e-5, atol=1e-5)
+        (graph,) = fir_backend.COMPILED[start:]
+        called = "aten.embedding_dense_backward.default" in _externs(graph)
+        assert called == extern, rows
+
+
+def test_small_table_gradient_of_bf16_sums_in_f32() -> None:
+    # ATen's CUDA kernel sums a bf16 gradient in f32 and rounds once; so does FIR's reduction
+    # (eager on the CPU sums in bf16, further from the exact sum)
+    g = torch.randn(64, 64, 8, generator=torch.Generator().manual_seed(5)).bfloat16()
+    i = torch.randint(0, 32, (64, 64), generator=torch.Generator().manual_seed(6))
+    fn = lambda g, i: aten.embedding_dense_backward(g, i, 32, -1, False)  # noqa: E731
+    got = torch.compile(fn, backend="fir")(g.permute(1, 0, 2), i)
+    exact = fn(g.permute(1, 0, 2).double(), i)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.double(), exact.bfloat16().double(), rtol=0, atol=0.25)
+    assert (got.double() - exact).abs().max() <= (exact.bfloat16().double() - exact).abs().max() * 2
+
+
+def test_table_sized_by_an_int_argument_falls_back_not_crashes() -> None:
+    # under dynamic shapes the row count is an int input that may be zero or negative: no size
+    # FIR can bind, so PyTorch runs the graph (it used to stop the compile with an internal
+    # error from the verifier)
+    fn = lambda g, i, rows: aten.embedding_dense_backward(g, i, rows, -1, False)  # noqa: E731
+    g, i = torch.randn(8, 4), torch.randint(0, 2, (8,))
+    c = torch.compile(fn, backend="fir", dynamic=True)
+    with pytest.warns(UserWarning, match="int argument that is no size"):
+        got = c(g, i, 3)
+    torch.testing.assert_close(got, fn(g, i, 3))
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_table_gradient_summed_by_index_add_matches_eager(
+    monkeypatch: pytest.MonkeyPatch, padding_idx: int | None, dtype: torch.dtype
+) -> None:
+    """The GPU composition of a large table's gradient (zeros, index_add_ in f32, padding row
+    zeroed and rounded in a FIR kernel), forced here on the CPU, where the aten op is kept."""
+    from fir.frontend.aten import backward
+    from fir.ir.printer import print_module
+
+    monkeypatch.setattr(backward, "_atomic_adds_fit", lambda *a: True)
+    torch.manual_seed(0)
+    model = nn.Embedding(backward.ONE_HOT_ROWS + 36, 6, padding_idx=padding_idx).to(dtype)
+    idx = torch.tensor([[1, 3, 3, 0], [99, 3, 1, 1], [3, 3, 3, 3]])
+    scale = torch.randn(3, 4, 6)
+
+    def loss_of(m: nn.Module) -> torch.Tensor:
+        return (m(idx).float() * scale).sum()
+
+    expected_model = copy.deepcopy(model)
+    loss_of(expected_model).backward()
+    start = len(fir_backend.COMPILED)
+    compiled = torch.compile(model, backend="fir")
+    loss_of(compiled).backward()
+    text = print_module(_ran_backward(fir_backend.COMPILED[start:]).module)
+    assert '"aten.index_add_.default"' in text and '"aten.embedding_dense_backward' not in text
+    got, want = model.weight.grad, expected_model.weight.grad
+    assert got is not None and want is not None and got.dtype == dtype
+    # the same sums in f32, rounded once: equal but for the order of the additions
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    if padding_idx is not None:
+        assert not got[padding_idx].any()
