@@ -286,8 +286,9 @@ the generated code (`fir-translate --target cpp`):
   Inductor's time. The kernel alone (`benchmarks/transpose_tiles.py`, min of 30, 1 / 2 threads): Zen 4,
   gathers in 32 x 32 tiles 17 / 26 ms, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64
   10 / 14 (a machine shared with other work); 16-core Xeon, gathers 7.0 / 4.0, turned 64 x 64
-  7.2 / 3.2. Turned tiles are 64 a side (`schedule.TURNED_SIDE`); elements of other sizes
-  keep the gathers, of 256-bit vectors (8-lane gathers measured faster than 16-lane ones).
+  7.2 / 3.2. Turned tiles are 64 a side (`schedule.TURNED_SIDE`), 128 for 2-byte elements
+  (`benchmarks/transpose_dtypes.py`); 8-byte elements keep the gathers, of 256-bit vectors
+  (8-lane gathers measured faster than 16-lane ones).
 - **f16 output**: converting in the loop cost ~12 integer instructions per element; converting
   16 values per F16C instruction after a vectorised block took `pointwise_chain` from 1.56 ms to
   0.88 ms of kernel time.

@@ -8,6 +8,7 @@ an element of a per-lane array while a loop strategy of :mod:`.loops` says so).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from fir.backends.plan import (
     DIVISION_BY_ZERO,  # an int division by zero's error, every back end's
@@ -108,6 +109,8 @@ class Emitter(NestWalker):
         self.f16_out: dict[ins.Store, str] = {}
         self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.on_run)
         self.turned: dict[str, str] = {}  # a load -> its element of a turned tile (.turn)
+        # a turned load -> its tile's element at another inner index (an f16 block's first)
+        self.turned_at: dict[str, Callable[[str], str]] = {}
         self.uses_done = False  # a check outside every loop jumps to the end of the kernel
         self.exit_ = "continue;"  # how a failed check leaves: :meth:`instr` sets it
         self._name_everything()

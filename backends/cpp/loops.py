@@ -46,7 +46,7 @@ from fir.backends.plan.schedule import COLUMN_BLOCK, GRAIN, MAX_THREADS, f16_blo
 from fir.ir.types import Dim
 
 from .emit import Acc, Emitter
-from .ops import CTYPE, start_value
+from .ops import CTYPE, STORAGE, start_value
 
 # the comment in front of a loop in f16 blocks (of the schedule's f16_block, which the
 # prelude's FIR_F16_BLOCK equals)
@@ -159,7 +159,8 @@ class KernelWriter(Emitter):
         ``parallel``: split among the threads (a kernel of one loop)."""
         stop = stop or self.index(lp.size)
         simd = self.simd_ok(rest, lp.var)
-        blocked = self.schedule.f16_blocked(rest, lp.var, lp.size) if simd else None
+        turned = tuple(self.turned)
+        blocked = self.schedule.f16_blocked(rest, lp.var, lp.size, turned) if simd else None
         if blocked is None:
             self.parallel(parallel, simd)
             return self.serial(lp, rest, start, stop)
@@ -211,7 +212,10 @@ class KernelWriter(Emitter):
         local arrays, which the block's vectorised loop reads (lane ``l``) in their place."""
         for ld in loads:
             arr = self.names.add("f16_in", ld.dst + "_in")
-            element = f"&{self.names('buffer', ld.buffer)}[{self.index(ld.index, {var: vb})}]"
+            if ld.dst in self.turned:  # the block's first element in the turned tile
+                element = "&" + self.turned_at[ld.dst](vb)
+            else:
+                element = f"&{self.names('buffer', ld.buffer)}[{self.index(ld.index, {var: vb})}]"
             self.emit(f"float {arr}[{self.schedule.family.f16_block}];")
             self.emit(f"fir_load_f16_block({arr}, {element}, {n});")
             self.f16_in[ld.dst] = arr
@@ -240,10 +244,15 @@ class KernelWriter(Emitter):
                 f"{self.names('buffer', ld.buffer)}[{self.index(ld.index, {a.var: ab, b.var: bb})}]"
             )
             along = self.index(tl.along)
-            self.emit(f"alignas(64) {CTYPE[ld.dtype]} {tile}[{side * side}];")
+            self.emit(f"alignas(64) {STORAGE[ld.dtype]} {tile}[{side * side}];")
             self.emit(f"fir_turn<{side}>({tile}, &{start}, {along}, {rows}, {cols});")
             a_at, b_at = self.names("var", a.var), self.names("var", b.var)
-            self.turned[ld.dst] = f"{tile}[{side} * ({a_at} - {ab}) + ({b_at} - {bb})]"
+
+            def at(inner: str, tile: str = tile, a_at: str = a_at) -> str:
+                return f"{tile}[{side} * ({a_at} - {ab}) + ({inner} - {bb})]"
+
+            self.turned[ld.dst] = at(b_at)
+            self.turned_at[ld.dst] = at
 
     # -- row reductions
 
@@ -312,7 +321,7 @@ class KernelWriter(Emitter):
             self.emit(f"const {t} {acc.name}_inv = {t}(1) / {acc.name}_cnt;")
             acc.uniform = f"{acc.name}_inv"
         # the f16 loads of a block of lanes convert as one f16 block (lanes == f16_block)
-        self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var)[0], str(lanes))
+        self.f16_loads(lp.var, vb, f16_blocks(rest, lp.var, tuple(self.turned))[0], str(lanes))
         for acc in accs:
             acc.lanes = "l"
         self.lane_loop(lp.var, vb, str(lanes), rest)

@@ -120,14 +120,14 @@ static inline uint16_t fir_to_bf16(float f) {
 // (GCC's vector shuffles: pairs interleaved, then pairs of pairs, then the 128-bit halves), the
 // tile's edges one element at a time. S: the tile's side; rows, cols <= S.
 #if defined(__GNUC__) && !defined(__clang__)
-typedef uint32_t fir_u32x8 __attribute__((vector_size(32)));
-typedef int32_t fir_mask8 __attribute__((vector_size(32)));
-static inline void fir_turn8(uint32_t* dst, int64_t dst_stride, const uint32_t* src, int64_t stride) {
-  fir_u32x8 r[8], t[8], u[8];
+// an 8 x 8 block of U (32- or 16-bit lanes) through registers: V holds 8 lanes, M its masks
+template <class U, class V, class M>
+static inline void fir_turn8(U* dst, int64_t dst_stride, const U* src, int64_t stride) {
+  V r[8], t[8], u[8];
   for (int k = 0; k < 8; ++k) __builtin_memcpy(&r[k], src + k * stride, sizeof r[k]);
-  const fir_mask8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
-  const fir_mask8 lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
-  const fir_mask8 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+  const M lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const M lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+  const M lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
   for (int k = 0; k < 8; k += 2) {
     t[k] = __builtin_shuffle(r[k], r[k + 1], lo);
     t[k + 1] = __builtin_shuffle(r[k], r[k + 1], hi);
@@ -138,24 +138,37 @@ static inline void fir_turn8(uint32_t* dst, int64_t dst_stride, const uint32_t* 
       u[k + 2 * h + 1] = __builtin_shuffle(t[k + h], t[k + h + 2], hi2);
     }
   for (int k = 0; k < 4; ++k) {
-    const fir_u32x8 a = __builtin_shuffle(u[k], u[k + 4], lo4), b = __builtin_shuffle(u[k], u[k + 4], hi4);
+    const V a = __builtin_shuffle(u[k], u[k + 4], lo4), b = __builtin_shuffle(u[k], u[k + 4], hi4);
     __builtin_memcpy(dst + k * dst_stride, &a, sizeof a);
     __builtin_memcpy(dst + (k + 4) * dst_stride, &b, sizeof b);
   }
 }
+typedef uint32_t fir_u32x8 __attribute__((vector_size(32)));
+typedef int32_t fir_mask32x8 __attribute__((vector_size(32)));
+typedef uint16_t fir_u16x8 __attribute__((vector_size(16)));
+typedef int16_t fir_mask16x8 __attribute__((vector_size(16)));
+template <class T> struct fir_lanes8;
+template <> struct fir_lanes8<uint32_t> { typedef fir_u32x8 V; typedef fir_mask32x8 M; };
+template <> struct fir_lanes8<uint16_t> { typedef fir_u16x8 V; typedef fir_mask16x8 M; };
 #define FIR_TURN8 1
 #else
 #define FIR_TURN8 0
 #endif
+// the lanes a turned tile moves: its elements' bits (f32, i32; f16, bf16 stored as uint16_t)
+template <int N> struct fir_bits_of;
+template <> struct fir_bits_of<4> { typedef uint32_t U; };
+template <> struct fir_bits_of<2> { typedef uint16_t U; };
 template <int S, class T>
 static inline void fir_turn(T* __restrict dst, const T* __restrict src, int64_t stride, int64_t rows, int64_t cols) {
-  static_assert(sizeof(T) == 4, "a turned tile holds 32-bit elements");
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "a turned tile holds 32- or 16-bit elements");
   const int64_t r8 = FIR_TURN8 ? rows & ~int64_t(7) : 0, c8 = FIR_TURN8 ? cols & ~int64_t(7) : 0;
 #if FIR_TURN8
-  uint32_t* d = reinterpret_cast<uint32_t*>(dst);
-  const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
+  typedef typename fir_bits_of<sizeof(T)>::U U;
+  U* d = reinterpret_cast<U*>(dst);
+  const U* s = reinterpret_cast<const U*>(src);
   for (int64_t j = 0; j < c8; j += 8)
-    for (int64_t i = 0; i < r8; i += 8) fir_turn8(d + i * S + j, S, s + i + j * stride, stride);
+    for (int64_t i = 0; i < r8; i += 8)
+      fir_turn8<U, typename fir_lanes8<U>::V, typename fir_lanes8<U>::M>(d + i * S + j, S, s + i + j * stride, stride);
 #endif
   for (int64_t j = 0; j < cols; ++j)
     for (int64_t i = j < c8 ? r8 : 0; i < rows; ++i) dst[i * S + j] = src[i + j * stride];

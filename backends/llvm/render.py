@@ -445,6 +445,7 @@ class _Kernel(NestWalker):
         for tl in turn.loads:
             ld = tl.load
             ty = storage_type(ld.dtype)
+            size = ld.dtype.itemsize  # what a lane's address is aligned to (f16/bf16: 2)
             tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
             tile.align = 64
             dst = self.alloca_b.bitcast(tile, ty.as_pointer())
@@ -463,12 +464,14 @@ class _Kernel(NestWalker):
             i, j = self.syms["turn.i"], self.syms["turn.j"]
             vec = ir.VectorType(ty, 8).as_pointer()
             block = [
-                b.load(b.bitcast(at_(src, i, b.add(j, ir.Constant(I64, k)), stride), vec), align=4)
+                b.load(
+                    b.bitcast(at_(src, i, b.add(j, ir.Constant(I64, k)), stride), vec), align=size
+                )
                 for k in range(8)
             ]
             for k, v in enumerate(transpose8(b, block)):
                 out = at_(dst, j, b.add(i, ir.Constant(I64, k)), ir.Constant(I64, side))
-                b.store(v, b.bitcast(out, vec), align=4)
+                b.store(v, b.bitcast(out, vec), align=size)
             self.close_loops(hs)
             # the edges: rows from r8 in the columns of whole blocks, every row in the rest
             hj = self.open_loop("turn.j", zero, cols, unroll=False)

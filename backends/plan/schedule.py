@@ -103,7 +103,7 @@ class Family:
     ``chunks_per_thread``: the runtime cuts the parallel loop's range into this many chunks a
     thread, which the threads take in turn (:func:`chunks`; 0: the target's own split, as
     OpenMP's static schedule). ``turns_tiles``: a tiled nest reads its transposed loads of
-    4-byte elements from a turned copy of the tile (:func:`turned_loads`)."""
+    4- and 2-byte elements from a turned copy of the tile (:func:`turned_loads`)."""
 
     name: str
     collapse: bool
@@ -244,10 +244,10 @@ class KernelSchedule:
         return lanes_for(self.family, kinds, size)
 
     def f16_blocked(
-        self, items: list[Item], var: str, size: Dim
+        self, items: list[Item], var: str, size: Dim, turned: tuple[str, ...] = ()
     ) -> tuple[list[Load], list[Store]] | None:
         """:func:`f16_blocked` for this kernel's family."""
-        return f16_blocked(self.family, items, var, size)
+        return f16_blocked(self.family, items, var, size, turned)
 
     def text(self) -> str:
         """One line per kernel: ``schedule KERNEL [FAMILY]: THREADS[; interleave N]; NEST;
@@ -431,9 +431,12 @@ def _widest(items: list[Item], var: str) -> int | None:
     return widest
 
 
-def f16_blocks(items: list[Item], var: str) -> tuple[list[Load], list[Store]]:
+def f16_blocks(
+    items: list[Item], var: str, turned: tuple[str, ...] = ()
+) -> tuple[list[Load], list[Store]]:
     """The f16 loads and stores of the vectorised loop ``var`` over ``items`` that convert a
-    block at a time (a family's ``f16_block``): those that step by one element. Not a masked
+    block at a time (a family's ``f16_block``): those that step by one element, and the
+    ``turned`` loads (read in order from a turned copy of their tile). Not a masked
     load (it must not read where its mask is false), nor one whose value only goes to f16
     stores (they copy its bits, no conversion); not a store of a value made before the loop
     (its conversion is hoisted with it) or of a loaded f16 value (a copy of bits)."""
@@ -450,7 +453,10 @@ def f16_blocks(items: list[Item], var: str) -> tuple[list[Load], list[Store]]:
     loads = [
         i
         for i in instrs
-        if isinstance(i, Load) and i.dst in unmasked and i.dst in read and step(i.index, var) == 1
+        if isinstance(i, Load)
+        and i.dst in unmasked
+        and i.dst in read
+        and (step(i.index, var) == 1 or i.dst in turned)
     ]
     stores = [
         i
@@ -537,7 +543,7 @@ def phases_f16(family: Family, items: list[Item], ints: set[str]) -> int:
 
 
 def f16_blocked(
-    family: Family, items: list[Item], var: str, size: Dim
+    family: Family, items: list[Item], var: str, size: Dim, turned: tuple[str, ...] = ()
 ) -> tuple[list[Load], list[Store]] | None:
     """The f16 loads and stores that the vectorised loop ``var`` over ``items`` (its
     invariants hoisted) of a dimension of ``size`` converts a block at a time, in blocks of
@@ -546,7 +552,7 @@ def f16_blocked(
     block = family.f16_block
     if not block:
         return None
-    loads, stores = f16_blocks(items, var)
+    loads, stores = f16_blocks(items, var, turned)
     if not loads and not stores:
         return None
     if isinstance(size, int) and size < block:
@@ -579,15 +585,27 @@ def tile_pair(plan: KernelPlan, loops: list[Loop]) -> tuple[Loop, Loop] | None:
     return a, b
 
 
-# the element size of a turned load: the turn moves 8 x 8 blocks of 32-bit lanes through
-# registers; other sizes keep the vectoriser's gathers
-TURN_ITEMSIZE = 4
+# the element sizes of a turned load: the turn moves 8 x 8 blocks of 32- or 16-bit lanes
+# through registers. x86 has no 16-bit gather: an f16/bf16 x + y.t() at 2048^2 read one element
+# at a time took 4.5-6.7x Inductor's time on a 2-core Zen 4. f64 keeps the vectoriser's gathers
+# (0.53 of Inductor there)
+TURN_ITEMSIZES = (2, 4)
 # the side of a tile with turned loads (benchmarks/transpose_tiles.py): x + y.t(), 2896^2 f32, ms
 # on 1 / 2 threads (min of 30):
 # AMD EPYC Zen 4: gathers 17 / 26, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64 10 / 14,
 # 128 x 128 14 / -; 16-core Xeon: gathers 7.0 / 4.0, turned 16: 6.8 / 3.3, 32: 6.8 / 3.2,
 # 64: 7.2 / 3.2, 128: 7.9 / 3.6. 64 is the best on one and as good as any on the other.
 TURNED_SIDE = 64
+# 2-byte elements turn in tiles of the same 256-byte rows, 128 a side: x + y.t() at 2048^2 on a
+# 2-core Zen 4 (medians of 7 x 20 calls, FIR / Inductor): bf16 1.29 -> 0.60, f16 1.47 -> 0.81
+# from 64 a side (4.5 and 6.7 with the gathers before 2-byte turns)
+
+
+def turned_side(items: list[Item], turned: tuple[str, ...]) -> int:
+    """The side of a tile whose ``turned`` loads (of ``items``) are read from turned copies:
+    :data:`TURNED_SIDE` 4-byte elements, as many bytes a row for narrower ones."""
+    sizes = [i.dtype.itemsize for i in walk(items) if isinstance(i, Load) and i.dst in turned]
+    return TURNED_SIDE * 4 // min(sizes)
 
 
 def turned_loads(family: Family, rest: list[Item], outer: Loop, inner: Loop) -> tuple[str, ...]:
@@ -595,15 +613,15 @@ def turned_loads(family: Family, rest: list[Item], outer: Loop, inner: Loop) -> 
     hoisted) that read along the tile's ``outer`` loop, which the renderer reads from a
     turned copy of each tile: the 8-lane gathers of such a load cost the tiled kernel 1.8x
     Inductor's time on an AMD EPYC (Zen 4, transpose_add 2896^2 f32, 2 cores), where
-    Inductor transposes in registers too. A load qualifies when it is unmasked, of 4-byte
-    elements, and its index is affine in the two loops, one element a step along ``outer``
+    Inductor transposes in registers too. A load qualifies when it is unmasked, of 4- or
+    2-byte elements, and its index is affine in the two loops, one element a step along ``outer``
     and a stride along ``inner``, and uses no value of the loop (an indirect index)."""
     if not family.turns_tiles:
         return ()
     defined = {d for i in walk(rest) for d in defines(i)}
     out = []
     for i in walk(rest):
-        if not isinstance(i, Load) or i.mask is not None or i.dtype.itemsize != TURN_ITEMSIZE:
+        if not isinstance(i, Load) or i.mask is not None or i.dtype.itemsize not in TURN_ITEMSIZES:
             continue
         symbols = {str(x): x for x in getattr(i.index, "free_symbols", ())}
         a, b = symbols.get(outer.var), symbols.get(inner.var)
@@ -687,10 +705,13 @@ def _pointwise_nest(
     # in a kernel of one loop
     rest = innermost_rest(inner) if len(loops) > 1 else inner.body
     blocked = family.vectors and vectorises(rest, inner.var, ints)
-    f16 = family.f16_block if blocked and f16_blocked(family, rest, inner.var, inner.size) else 0
+    turned = turned_loads(family, innermost_rest(inner), *pair) if pair is not None else ()
+    f16_rule = f16_blocked(family, rest, inner.var, inner.size, turned)
+    f16 = family.f16_block if blocked and f16_rule else 0
     if pair is not None:
-        turned = turned_loads(family, innermost_rest(inner), *pair)
-        side = max(tile_side(plan), TURNED_SIDE) if turned else tile_side(plan)
+        side = tile_side(plan)
+        if turned:
+            side = max(side, turned_side(innermost_rest(inner), turned))
         others = [lp for lp in loops if all(lp is not x for x in pair)]
         out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in others]
         out += [

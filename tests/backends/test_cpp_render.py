@@ -986,17 +986,17 @@ def test_f16_conversions_are_torchs_bit_for_bit(
     )
     assert "fir_load_f16_block(" in source
     assert torch.equal(_bits(up), want[:n])
-    (up,), source = _run(
-        """
-func @up_t(%h: f16[256, 256]) -> (f32[256, 256]) {
-  %t = transpose %h {dim0 = 0, dim1 = 1} : f16[256, 256]
-  %y = cast %t : f32[256, 256]
-  return %y
-}""",
-        [halves.reshape(256, 256)],
-    )
-    assert "fir_load_f16_block(" not in source and "fir_from_f16(h[" in source
-    assert torch.equal(_bits(up), want.reshape(256, 256).t())
+    # tiled (256 x 256): the tile is turned, then read in order; too short for tiles
+    # (256 x 100): one element at a time
+    for rows, cols, tiled in ((256, 256, True), (256, 100, False)):
+        (up,), source = _run(
+            f"func @up_t(%h: f16[{rows}, {cols}]) -> (f32[{cols}, {rows}]) {{\n"
+            f"  %t = transpose %h {{dim0 = 0, dim1 = 1}} : f16[{cols}, {rows}]\n"
+            f"  %y = cast %t : f32[{cols}, {rows}]\n  return %y\n}}",
+            [halves[: rows * cols].reshape(rows, cols)],
+        )
+        assert ("fir_turn<" in source) == tiled and ("fir_from_f16(h[" in source) != tiled
+        assert torch.equal(_bits(up), want[: rows * cols].reshape(rows, cols).t())
 
     floats = _edge_floats()
     want = _bits(floats.to(torch.float16))

@@ -1,8 +1,9 @@
 """Tiled kernels that read a transposed operand from a turned copy of each tile (the schedule's
 ``turning``, :func:`fir.backends.plan.schedule.turned_loads`): C++ and LLVM give the
 interpreter's values exactly, at sizes with partial tiles and partial 8 x 8 blocks, with the
-transposed read at an offset, symbolic sizes, several turned loads and 4-byte integers; what is
-not turned (other element sizes, a read with no unit step along the tile) is left alone."""
+transposed read at an offset, symbolic sizes, several turned loads, 4-byte integers and 2-byte
+elements; what is not turned (8-byte elements, a read with no unit step along the tile) is left
+alone."""
 
 from __future__ import annotations
 
@@ -110,6 +111,27 @@ def test_symbolic_sizes_in_turned_tiles(backend: str) -> None:
         assert torch.equal(got, x + y.t())
 
 
-def test_other_element_sizes_are_not_turned() -> None:
+def test_eight_byte_elements_are_not_turned() -> None:
     assert _turned(_transpose_add(256, 256, "f64")) == [()]
-    assert _turned(_transpose_add(256, 256, "f16")) == [()]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "i16"])
+def test_two_byte_elements_turn_in_tiles_of_the_same_row_bytes(backend: str, dtype: str) -> None:
+    """f16, bf16 and i16 transposed reads are turned too (x86 has no 16-bit gather), in
+    tiles of 128 a side (256-byte rows, as f32's 64): exact at sizes with partial tiles and
+    partial 8 x 8 blocks; NaN and infinities pass through the turn as bits."""
+    m, n = 131, 517
+    text = _transpose_add(m, n, dtype)
+    assert _turned(text) == [("n0_1",)]
+    (plan,) = plan_program(_fused(text)).kernels()
+    assert f"tiled {TURNED_SIDE * 2}" in schedule(plan, CPP).text()
+    g = torch.Generator().manual_seed(11)
+    x, y = torch.randn(m, n, generator=g) * 300, torch.randn(n, m, generator=g) * 300
+    if dtype != "i16":
+        y[5, 7], y[130, 3], y[516, 130] = float("nan"), float("inf"), -1e6
+    t = {"f16": torch.float16, "bf16": torch.bfloat16, "i16": torch.int16}[dtype]
+    x, y = x.to(t), y.to(t)
+    (got,) = compile_function(_fused(text), backend)(x, y)
+    (want,) = run_graph(parse_module(text, "<test>").funcs[0], [x, y])
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
