@@ -63,13 +63,15 @@ def _costs(fn: Callable[[], Any], calls: int = 50) -> tuple[float, float, int, f
 
 
 def main() -> None:
-    from gemm_padding import doc_head  # this folder: the script's own
+    sys.path.insert(0, str(HERE))  # this folder's own modules (also under PYTHONSAFEPATH)
+    from gemm_padding import doc_head
 
     aten = torch.ops.aten
     rows = [
         *doc_head("An embedding's gradient on the GPU", "embedding_grad", "us"),
-        "| table | rows | way | host us | device us | launches | host ms behind queued work |",
-        "|---|---|---|---|---|---|---|",
+        "| table | rows | way | host us | device us | launches | host ms behind queued work "
+        "| max error / largest sum |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, shape, perm, ishape, n in CASES:
         g = torch.randn(*shape, device="cuda", dtype=torch.bfloat16).permute(*perm)
@@ -89,12 +91,16 @@ def main() -> None:
             ways["FIR one-hot reduction"] = lambda g=g, idx=idx, fir=fir: fir(g, idx)
         exact = aten.embedding_dense_backward(g.float(), idx, n, -1, False)
         for way, fn in ways.items():
-            err = (fn().float() - exact).abs().max().item()
-            if err > exact.abs().max().item() * 2**-7:  # bf16's rounding of the f32 sums
-                sys.exit(f"embedding_grad: {way} on {name} is off by {err}")
+            # against the sums in f32: FIR's ways sum in f32 and round to bf16 once (half a
+            # unit in the last place, 2**-8 of the value; one unit allowed for the order of the
+            # f32 sums). ATen's kernel, not FIR's, is only reported.
+            err = (fn().float() - exact).abs().max().item() / exact.abs().max().item()
+            if way != "ATen" and err > 2**-7:
+                sys.exit(f"embedding_grad: {way} on {name} is off by {err:.3g} of the largest")
             host, device, launches, behind = _costs(fn)
             rows.append(
-                f"| {name} | {n} | {way} | {host:.1f} | {device:.1f} | {launches} | {behind:.2f} |"
+                f"| {name} | {n} | {way} | {host:.1f} | {device:.1f} | {launches} "
+                f"| {behind:.2f} | {err:.2g} |"
             )
             print(rows[-1], file=sys.stderr, flush=True)
     DOC.write_text("\n".join(rows) + "\n")

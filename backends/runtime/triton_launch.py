@@ -34,6 +34,7 @@ _DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 _DEFAULT_SHARED_LIMIT = 49152  # bytes a kernel may use without opting in
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _CUDA_ERROR_INVALID_HANDLE = 400
+_POINTER_ATTRIBUTE_DEVICE_POINTER = 3
 
 
 class LaunchError(FirError):
@@ -64,6 +65,7 @@ class _Driver:
             ("cuCtxSetCurrent", [p]),
             ("cuDevicePrimaryCtxRetain", [ctypes.POINTER(p), i]),
             ("cuGetErrorName", [i, ctypes.POINTER(ctypes.c_char_p)]),
+            ("cuPointerGetAttribute", [p, i, ctypes.c_uint64]),
         ):
             fn = getattr(lib, name)
             fn.argtypes = args
@@ -97,6 +99,20 @@ class _Driver:
         self.check(self.lib.cuCtxGetCurrent(ctypes.byref(current)), "cuCtxGetCurrent")
         if current.value != want:
             self.check(self.lib.cuCtxSetCurrent(ctypes.c_void_p(want)), "cuCtxSetCurrent")
+
+    def device_pointer(self, address: int, ordinal: int) -> int | None:
+        """The address by which device ``ordinal``'s kernels reach host memory at ``address``
+        (page-locked and mapped), or None where they cannot."""
+        before = self.current()
+        self.make_current(ordinal)
+        try:
+            out = ctypes.c_uint64()
+            code = self.lib.cuPointerGetAttribute(
+                ctypes.byref(out), _POINTER_ATTRIBUTE_DEVICE_POINTER, address
+            )
+        finally:
+            self.restore(before)
+        return out.value if code == 0 else None
 
     def current(self) -> int:
         ctx = ctypes.c_void_p()
@@ -301,12 +317,19 @@ class KernelLaunches:
     and ``cubins`` (the kernels it loaded for the driver launch).
 
     Errors: a kernel that can fail (a checked indirect index, an integer division) takes the
-    program's error buffer, two int64 on the device: the failing code and the index. It is read
-    after a call (:meth:`finish`) when any kernel of the program can fail, and the runtime
-    raises; the buffer is cleared, so the process and the device stay usable (a device assert,
-    by contrast, would end the CUDA context). On a GPU the read is deferred to the next call
-    (or ``CompiledProgram.synchronize()``), as CUDA's own errors are, so that no call waits for
-    the GPU; ``FIR_TRITON_CHECKS=sync`` reads it after every call."""
+    program's error buffer, two int64: the failing code and the index. It is read after a call
+    (:meth:`finish`) when any kernel of the program can fail, and the runtime raises; the
+    buffer is cleared, so the process and the device stay usable (a device assert, by
+    contrast, would end the CUDA context). On a GPU the read is deferred to the next call (or
+    ``CompiledProgram.synchronize()``), as CUDA's own errors are, so that no call waits for
+    the GPU; ``FIR_TRITON_CHECKS=sync`` reads it after every call.
+
+    On a GPU the buffer is page-locked host memory mapped into the device's address space
+    (CUDA's unified addressing): a failing kernel writes it over the bus, and the host reads
+    it once an event says the call is done. A call thus costs no copy of the buffer: an
+    earlier version kept it in device memory and copied it to the host after each call, one
+    ``Memcpy DtoH`` more per step than Inductor's launches in a training step. Where the
+    driver does not map the memory, the buffer is in device memory and copied as before."""
 
     takes_tensors = True
 
@@ -327,7 +350,9 @@ class KernelLaunches:
         self.untuned: set[str] = set()  # kernels whose first launch picks their configuration
         # made at the first call: torch.compile compiles under fake tensors
         self.err: torch.Tensor | None = None
-        self.err_host: torch.Tensor | None = None  # pinned, for deferred checks
+        self.mapped = False  # ``err`` is host memory the kernels write through the bus
+        self.err_code: Any = None  # ctypes view of its first word, where mapped
+        self.err_host: torch.Tensor | None = None  # pinned, for deferred checks of ``err``
         self.pending: Any = None  # the event after the last call's copy of the buffer
         # the device is resolved here, on the compiling thread, where the caller's
         # ``torch.cuda.set_device`` holds: the compile pool's threads start on device 0
@@ -399,13 +424,33 @@ class KernelLaunches:
 
     def error_pointer(self) -> int:
         """The address of the error buffer, made at the first call that needs it."""
+        return self.error_buffer().data_ptr()
+
+    def error_buffer(self) -> torch.Tensor:
+        """The error buffer (made at the first call: torch.compile compiles under fake
+        tensors): mapped host memory where the driver maps it at the address the host sees
+        (as it does under unified addressing), else device memory."""
+        if self.err is not None:
+            return self.err
+        if self.device != "cpu":
+            host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+            if driver().device_pointer(host.data_ptr(), self.ordinal) == host.data_ptr():
+                self.err, self.mapped = host, True
+                # the failing code, read from memory at each look (no tensor op: ~100 ns)
+                self.err_code = (ctypes.c_int64 * 1).from_address(host.data_ptr())
+                return host
+        self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
+        return self.err
+
+    def scratch_error_buffer(self) -> torch.Tensor | None:
+        """A buffer of the error buffer's kind on the device, for trial launches (tuning)."""
         if self.err is None:
-            self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
-        return self.err.data_ptr()
+            return None
+        return torch.zeros(2, dtype=torch.int64, device=self.device)
 
     def call(self, name: str, args: Sequence[Any], sizes: Sequence[int] = ()) -> tuple[int, int]:
         if self.err is None and self.fails:
-            self.err = torch.zeros(2, dtype=torch.int64, device=self.device)
+            self.error_buffer()
         if name in self.untuned:  # its first launch picks its configuration
             from .triton_tune import tune
 
@@ -434,13 +479,24 @@ class KernelLaunches:
     def finish(self, wait: bool = False) -> tuple[str, int, int] | None:
         """After a call: a failure its kernels reported, as (kernel, code, value), or None.
         Only programs whose kernels can fail pay anything. On a GPU the check is deferred by
-        default (``FIR_TRITON_CHECKS=sync`` makes it immediate): the error buffer is copied to
-        the host asynchronously after the call, and read at the next call, or at once with
-        ``wait`` (``CompiledProgram.synchronize``), so that a call never waits for the GPU."""
+        default (``FIR_TRITON_CHECKS=sync`` makes it immediate), so that a call never waits for
+        the GPU: a mapped buffer is looked at after each call (a failure shows at the first
+        look after the failing kernel ran, and only then does the host wait, to read it
+        whole); a device buffer is copied to the host asynchronously after the call and read
+        at the next one. ``wait`` (``CompiledProgram.synchronize``) waits and reads at once."""
         if self.err is None:
             return None
         if self.device == "cpu" or wait or os.environ.get("FIR_TRITON_CHECKS") == "sync":
             self.pending = None
+            if self.mapped:  # the host reads it: the kernels must be done
+                torch.cuda.synchronize(self.ordinal)
+            return self._read(self.err)
+        if self.mapped:
+            # a kernel writes the code when it fails: seen here at this call or a later one.
+            # Only then does the host wait for the device, to read the rest whole.
+            if self.err_code is not None and self.err_code[0] == 0:
+                return None
+            torch.cuda.synchronize(self.ordinal)
             return self._read(self.err)
         failed = None
         if self.pending is not None and self.pending.query():

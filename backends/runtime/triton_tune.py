@@ -86,9 +86,7 @@ def tune(kernels: Any, name: str, args: Sequence[Any], sizes: Sequence[int]) -> 
     k = kernels.plan.kernels()[kernels.order.index(name)]
     written = [a.written for a in k.args]
     trial_args = [a.clone() if w else a for a, w in zip(args, written)]
-    err = kernels.err
-    if err is not None:
-        err = err.clone()
+    err = kernels.scratch_error_buffer()
     wide = kernels.index64_at.get(name)  # the index width these sizes take, where it varies
     width = {} if wide is None else {"index64": wide(sizes)}
     best: tuple[float, BlockSchedule] | None = None

@@ -8,9 +8,10 @@ entry found there is imported only if the cache trusts it and it holds exactly t
 Triton compiles each kernel at its first launch (for the argument types and alignments it
 sees); on a GPU :meth:`TritonKernels.warm_up` compiles every kernel whose sizes are static when
 the program is built, on a pool of threads (Triton's compile spends much of its time in LLVM
-and ``ptxas``, outside the GIL), so a graph of many kernels compiles in about the time of its
-slowest. Kernels with symbolic sizes compile at their first launch (their specialisation
-depends on the sizes' values).
+and ``ptxas``, outside the GIL; its Python front end holds the GIL, so many compiles at once
+still queue), each kernel that is the same as another up to its names once
+(:mod:`.kernel_memo`). Kernels with symbolic sizes compile at their first launch (their
+specialisation depends on the sizes' values).
 
 With ``autotune`` (:mod:`fir.backends.runtime.triton_tune`) each kernel's first launch times a few configurations around
 the chosen one on the call's own tensors and keeps the fastest, cached on disk by the kernel.
@@ -39,6 +40,7 @@ from fir.ir.errors import FirError
 
 from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
 from .helpers import FIR_LAUNCH
+from .kernel_memo import CompileMemo, canonical_source
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
 
@@ -109,6 +111,7 @@ def compile_kernel(
     arch: int,
     backend: str = "cuda",
     index64: bool = True,
+    memo: CompileMemo | None = None,
 ) -> tuple[Any, list[str]]:
     """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
     signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
@@ -117,7 +120,8 @@ def compile_kernel(
     int64 variant (sizes as ``i64``), else the int32 one
     (sizes as ``i32``: the caller has checked that they allow it). Returns the compiled kernel
     and the kind of each of its parameters as the C launcher's type letter (``K`` pointer,
-    ``l`` int64, ``i`` int32), Triton's own trailing parameters included."""
+    ``l`` int64, ``i`` int32), Triton's own trailing parameters included. ``memo``: where a
+    kernel the same up to its names (:mod:`.kernel_memo`) was compiled already, its result."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -134,11 +138,27 @@ def compile_kernel(
         constants["INDEX64"] = index64
     for n in constants:
         signature[n] = "constexpr"
-    compiled = triton.compile(
-        ASTSource(fn, signature, constexprs=constants, attrs=attrs),
-        target=GPUTarget(backend, arch, 32),
-        options={"num_warps": cfg.num_warps, **FIR_LAUNCH},
-    )
+    options = {"num_warps": cfg.num_warps, **FIR_LAUNCH}
+
+    def build() -> Any:
+        return triton.compile(
+            ASTSource(fn, signature, constexprs=constants, attrs=attrs),
+            target=GPUTarget(backend, arch, 32),
+            options=options,
+        )
+
+    if memo is None:
+        compiled = build()
+    else:
+        key = (
+            canonical_source(fn.src),
+            tuple(signature[n] for n in names if n in signature),
+            tuple(constants.get(n) for n in names),
+            tuple(sorted(options.items())),
+            backend,
+            arch,
+        )
+        compiled = memo.get(key, build)
     if backend != "cuda":
         return compiled, kinds
     meta = compiled.metadata
@@ -182,6 +202,7 @@ class TritonKernels(KernelLaunches):
             if index_width(k) == "sizes":
                 self.index64_at[k.name] = needs_index64(k)
         self.not_direct: dict[str, str] = {}  # why a kernel is not launched through the driver
+        self.memo = CompileMemo()  # kernels the same up to their names compile once
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
         if device != "cpu" and not autotune:
@@ -214,7 +235,7 @@ class TritonKernels(KernelLaunches):
             try:
                 arch = self.capability[0] * 10 + self.capability[1]
                 compiled, kinds = compile_kernel(
-                    k, cfg, self.kernel_fails[name], fn, arch, index64=index64
+                    k, cfg, self.kernel_fails[name], fn, arch, index64=index64, memo=self.memo
                 )
                 pointers = len(k.args) + self.kernel_fails[name]
                 kernel = CubinKernel(name, compiled, kinds, pointers, self.ordinal)

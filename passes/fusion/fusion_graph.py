@@ -467,10 +467,51 @@ def fusable_read(read: Dep, write: Dep) -> bool:
     inner ones the value does not depend on: a broadcast after a reduction)."""
     if not isinstance(read, MemoryDep) or not isinstance(write, MemoryDep):
         return False
-    if read.index != write.index:
-        return False
     n = len(write.ranges)
-    return len(read.ranges) >= n and read.sizes[:n] == write.sizes
+    same_loops = len(read.ranges) >= n and read.sizes[:n] == write.sizes
+    if same_loops:  # loops split alike: merging them would leave the indices as they differ
+        return read.index == write.index
+    # the same elements in the same order over loops split differently: an embedding's rows
+    # written over (tokens, hidden) and read by a norm over (batch, sequence | hidden)
+    r_index, r_sizes = merged_access(read.index, read.ranges)
+    w_index, w_sizes = merged_access(write.index, write.ranges)
+    n = len(w_sizes)
+    return r_index == w_index and len(r_sizes) >= n and r_sizes[:n] == w_sizes
+
+
+@lru_cache(maxsize=65536)
+def merged_access(index: Any, ranges: tuple[tuple[Any, Dim], ...]) -> tuple[Any, tuple[Dim, ...]]:
+    """``index`` over ``ranges`` with each pair of neighbouring loops merged where the access
+    runs through them as through one loop (the outer loop's coefficient is the inner one's
+    times the inner size: every point then touches what the merged loop's point does, in the
+    same order) and loops of one iteration dropped, the loops renamed to the first variables of
+    ``ranges`` by position: equal for two accesses that visit the same elements in the same
+    order. Only affine uses merge."""
+    import sympy
+
+    if isinstance(index, int) or len(ranges) < 2:
+        return index, tuple(s for _, s in ranges)
+    # a loop of one iteration is no loop (a kept dimension of a reduction)
+    variables = [v for v, s in ranges if s != 1]
+    sizes = [s for _, s in ranges if s != 1]
+    expr = sympy.expand(index.xreplace({v: 0 for v, s in ranges if s == 1}))
+    k = len(variables) - 1
+    while k > 0:
+        outer, inner = variables[k - 1], variables[k]
+        c_in, c_out = expr.diff(inner), expr.diff(outer)
+        loop_free = not (c_in.free_symbols | c_out.free_symbols) & set(variables)
+        rest = expr - c_in * inner - c_out * outer
+        if (
+            loop_free
+            and not {inner, outer} & sympy.expand(rest).free_symbols
+            and sympy.expand(c_out - c_in * sizes[k]) == 0
+        ):
+            expr = sympy.expand(rest + c_in * inner)  # ``inner`` now counts the merged loop
+            sizes[k] = sizes[k - 1] * sizes[k]
+            del variables[k - 1], sizes[k - 1]
+        k -= 1
+    rename = dict(zip(variables, [v for v, _ in ranges]))
+    return expr.xreplace(rename), tuple(sizes)
 
 
 def join(a: FusionNode, b: FusionNode) -> tuple[SpaceInfo | None, str]:

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -408,6 +409,56 @@ def test_out_of_range_gather_index_raises_and_the_program_stays_usable() -> None
         assert f"the index is {bad}" in str(info.value)
     ids = torch.randint(0, 50, (7, 3))
     torch.testing.assert_close(p(w.to(DEVICE), ids.to(DEVICE))[0].cpu(), w[ids])
+
+
+def test_a_mapped_error_buffer_is_looked_at_without_waiting(monkeypatch: Any) -> None:
+    """The deferred check of a mapped error buffer (host memory the kernels write): a call
+    whose buffer holds no code neither waits for the device nor reads more; a code makes the
+    host wait, read the buffer whole, report and clear it."""
+    import ctypes
+
+    from fir.backends.runtime.triton_launch import KernelLaunches
+
+    launches = KernelLaunches("cpu", ["k0", "k1"], {"k0": False, "k1": True})
+    waits: list[int] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda ordinal=None: waits.append(ordinal))
+    buffer = torch.zeros(2, dtype=torch.int64)
+    launches.device, launches.err, launches.mapped = "cuda:0", buffer, True
+    launches.err_code = (ctypes.c_int64 * 1).from_address(buffer.data_ptr())
+    assert launches.finish() is None and not waits
+    buffer[1] = 7  # the value is written before the code is seen
+    buffer[0] = -2  # division by zero (code -1) … of the kernel at position 1 (k1)
+    assert launches.finish() == ("k1", -1, 7) and waits == [0]
+    assert buffer.tolist() == [0, 0]  # cleared: the program stays usable
+    assert launches.finish() is None and waits == [0]
+
+
+@pytest.mark.skipif(not GPU, reason="the error buffer is host memory mapped into a GPU's")
+def test_the_error_buffer_costs_no_copy_a_call() -> None:
+    """A program whose kernels can fail (a checked gather) launches its kernels and nothing
+    else: no copy of the error buffer after each call (one launch a step more than Inductor's,
+    before); a failure is still reported, by the next call or ``synchronize``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    (p,) = compile_text(cpp.PROGRAMS["embedding"])
+    w = torch.randn(50, 48, device=DEVICE)
+    ids = torch.randint(0, 50, (7, 3), device=DEVICE)
+    p(w, ids)
+    torch.cuda.synchronize()
+    assert p.kernels.mapped  # type: ignore[attr-defined]
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            p(w, ids)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert names and not [n for n in names if "Memcpy" in n or "Memset" in n], names
+    ids[2, 1] = 99
+    with pytest.raises(KernelIndexError, match="the index is 99"):
+        p(w, ids)
+        p(w, ids[:, :1].clone().repeat(1, 3).clamp(0, 49))  # a good call after the bad one
+        p.synchronize()  # type: ignore[attr-defined]
+    ids[2, 1] = 3
+    torch.testing.assert_close(p(w, ids)[0], w[ids])
 
 
 def test_integer_division_by_zero_raises() -> None:
