@@ -20,7 +20,7 @@ import ctypes
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import torch
 from fir.ir.errors import FirError
@@ -309,6 +309,17 @@ def stream_getter(ordinal: int) -> Any:
     return lambda: torch.cuda.current_stream(ordinal).cuda_stream
 
 
+class KernelVariant(Protocol):
+    """Another schedule of one kernel, taken by the launches whose sizes choose it: Triton's
+    launcher and grid for it, and its loaded kernel for the driver launch (None: Triton's
+    launcher runs it)."""
+
+    launcher: Callable[..., Any]
+    grid: Callable[[tuple[int, ...]], tuple[int, int, int]]
+
+    def cubin(self, index64: bool) -> CubinKernel | None: ...
+
+
 class KernelLaunches:
     """The launches of a program's Triton kernels, by name: tensors in, nothing out (errors go
     to the error buffer, read by :meth:`finish`). The back end
@@ -345,6 +356,9 @@ class KernelLaunches:
         # int64 indices; ``cubins`` holds their int32 variant, ``wide_cubins`` the int64 one
         self.index64_at: dict[str, Callable[[Sequence[int]], bool]] = {}
         self.wide_cubins: dict[str, CubinKernel] = {}
+        # kernels with other schedules chosen by a launch's sizes (a looped reduction's
+        # persistent variants): the variant a launch at the sizes takes, or None
+        self.variants_at: dict[str, Callable[[Sequence[int]], KernelVariant | None]] = {}
         self.compile_lock = threading.Lock()
         self.static_grids: dict[str, tuple[int, int, int]] = {}  # kernels without size symbols
         self.untuned: set[str] = set()  # kernels whose first launch picks their configuration
@@ -372,20 +386,36 @@ class KernelLaunches:
         it at need), or None: Triton's launcher then runs it."""
         return self.wide_cubins.get(name)
 
+    def variant(self, name: str, sizes: Sequence[int]) -> KernelVariant | None:
+        """The variant of kernel ``name`` a launch at ``sizes`` takes, None for the kernel."""
+        rule = self.variants_at.get(name)
+        return None if rule is None else rule(sizes)
+
     def cubin(self, name: str, sizes: Sequence[int]) -> CubinKernel | None:
         """The loaded kernel that a launch of ``name`` at ``sizes`` takes, if any."""
         wide = self.index64_at.get(name)
-        if wide is not None and wide(sizes):
+        index64 = wide is not None and wide(sizes)
+        variant = self.variant(name, sizes) if self.variants_at else None
+        if variant is not None:
+            return variant.cubin(index64)
+        if index64:
             return self.wide_cubin(name)
         return self.cubins.get(name)
 
+    def grid(self, name: str, sizes: Sequence[int]) -> tuple[int, int, int]:
+        """The grid of a launch of ``name`` at ``sizes`` (its variant's, where it takes one)."""
+        variant = self.variant(name, sizes) if self.variants_at else None
+        return (self.grids[name] if variant is None else variant.grid)(tuple(sizes))
+
     def launch_python(self, name: str, args: Sequence[Any], sizes: Sequence[int]) -> None:
         """Launch through Triton's own launcher (the interpreter's on the CPU)."""
+        variant = self.variant(name, sizes) if self.variants_at else None
+        launcher = self.launchers[name] if variant is None else variant.launcher
         wide = self.index64_at.get(name)
         if wide is None:
-            self.launchers[name](args, sizes, self.err)
+            launcher(args, sizes, self.err)
         else:
-            self.launchers[name](args, sizes, self.err, index64=wide(sizes))
+            launcher(args, sizes, self.err, index64=wide(sizes))
 
     def use(self, name: str, cfg: Any, direct: bool = True) -> None:
         """Launch kernel ``name`` with the block schedule ``cfg`` from now on (the back end
@@ -407,7 +437,7 @@ class KernelLaunches:
         launch = c_launcher() if kernel is not None else None
         if kernel is None or launch is None or not kernel.handle:
             return None
-        grid = self.grids[name](tuple(sizes))
+        grid = self.grid(name, sizes)
         return DirectLaunch(
             launch=launch,
             handle=kernel.handle,
@@ -460,7 +490,7 @@ class KernelLaunches:
         if direct is not None:
             grid = None if sizes else self.static_grids.get(name)
             if grid is None:
-                grid = self.grids[name](sizes)
+                grid = self.grid(name, sizes)
                 if not sizes:  # the same at every call
                     self.static_grids[name] = grid
             if not grid[0] * grid[1] * grid[2]:

@@ -26,6 +26,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,12 @@ from typing import Any
 import torch
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import KernelPlan, ProgramPlan
-from fir.backends.plan.block_schedule import BlockSchedule, index_width, needs_index64
+from fir.backends.plan.block_schedule import (
+    BlockSchedule,
+    index_width,
+    needs_index64,
+    persistent_at_launch,
+)
 from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
@@ -205,6 +211,12 @@ class TritonKernels(KernelLaunches):
         self.memo = CompileMemo()  # kernels the same up to their names compile once
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
+        self.variant_errors: dict[str, str] = {}  # variants that did not render, and why
+        if not autotune:
+            for k in plan.kernels():
+                rule = persistent_at_launch(k, self.configs[k.name])
+                if rule is not None and k.name not in (configs or {}):
+                    self.variants_at[k.name] = self._variants(k, rule)
         if device != "cpu" and not autotune:
             self.warm_up()
 
@@ -259,6 +271,29 @@ class TritonKernels(KernelLaunches):
                 f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
             ) from e
 
+    def _variants(
+        self, k: KernelPlan, rule: Callable[[Sequence[int]], BlockSchedule | None]
+    ) -> Callable[[Sequence[int]], Variant | None]:
+        """The variant of kernel ``k`` a launch at the sizes takes (``rule`` names its
+        schedule), rendered and loaded at the first launch that takes it."""
+        made: dict[BlockSchedule, Variant | None] = {}
+
+        def at(sizes: Sequence[int]) -> Variant | None:
+            cfg = rule(sizes)
+            if cfg is None:
+                return None
+            if cfg not in made:
+                with self.compile_lock:
+                    if cfg not in made:
+                        try:
+                            made[cfg] = Variant(self, k, cfg)
+                        except Exception as e:  # noqa: BLE001 - the kernel itself still runs
+                            self.variant_errors[f"{k.name}: {cfg.text()}"] = repr(e)
+                            made[cfg] = None
+            return made[cfg]
+
+        return at
+
     def wide_cubin(self, name: str) -> CubinKernel | None:
         """The int64 variant of kernel ``name`` (one whose index width depends on its sizes),
         compiled at the first launch whose sizes need it; None where it does not compile for
@@ -294,6 +329,44 @@ class TritonKernels(KernelLaunches):
             self.static_grids.pop(name, None)
         if direct and self.device != "cpu" and name not in self.cubins:
             self._compile(self.plan.kernels()[self.order.index(name)])
+
+
+class Variant:
+    """Kernel ``k`` rendered with another schedule (``cfg``) in a module of its own: Triton's
+    launcher and grid for it, and its loaded kernels for the driver launch, compiled at need
+    (int32 and int64 indices, as the kernel's)."""
+
+    def __init__(self, kernels: TritonKernels, k: KernelPlan, cfg: BlockSchedule) -> None:
+        source, cfg, fails = kernels.render(k.name, cfg)
+        text = f"{HEADER}\n{source}\n{launcher(k, cfg, fails)}"
+        module = load_module(module_path(text, kernels.cache))
+        self.kernels, self.plan, self.cfg, self.fails = kernels, k, cfg, fails
+        self.launcher = getattr(module, f"launch_{k.name}")
+        self.grid = getattr(module, f"grid_{k.name}")
+        self.fn = getattr(self.launcher, "__globals__", vars(module))[jit_name(k.name)]
+        self.cubins: dict[bool, CubinKernel | None] = {}
+
+    def cubin(self, index64: bool) -> CubinKernel | None:
+        kernels = self.kernels
+        if kernels.device == "cpu" or os.environ.get("FIR_TRITON_LAUNCH") == "triton":
+            return None
+        if index64 not in self.cubins:
+            with kernels.compile_lock:
+                if index64 not in self.cubins:
+                    self.cubins[index64] = self._compile(index64)
+        return self.cubins[index64]
+
+    def _compile(self, index64: bool) -> CubinKernel | None:
+        kernels = self.kernels
+        try:
+            arch = kernels.capability[0] * 10 + kernels.capability[1]
+            compiled, kinds = compile_kernel(
+                self.plan, self.cfg, self.fails, self.fn, arch, index64=index64, memo=kernels.memo
+            )
+            pointers = len(self.plan.args) + self.fails
+            return CubinKernel(self.plan.name, compiled, kinds, pointers, kernels.ordinal)
+        except Exception:  # noqa: BLE001 - Triton's launcher runs the variant instead
+            return None
 
 
 build_program = TritonKernels  # the back end's build step (:mod:`fir.backends.registry`)

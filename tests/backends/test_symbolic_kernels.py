@@ -34,7 +34,7 @@ from fir.backends.triton.render import render_program  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402
 from fir.ir.parser import parse_module  # noqa: E402
 from fir.passes.pipeline import parse_pipeline  # noqa: E402
-from test_triton import DEVICE  # noqa: E402
+from test_triton import DEVICE, GPU  # noqa: E402
 
 # a broadcast over symbolic sizes: the flat index splits by a product of them (64-bit
 # divisions when int64), and a reduction whose row length is symbolic
@@ -149,6 +149,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from fir.backends.plan import plan_module
 from fir.backends.plan.block_schedule import keeps_rows
+from fir.backends.plan.program import shared_storage
 from fir.backends.triton.build import compile_kernel, load_module, module_path
 from fir.backends.triton.render import jit_name, render_program
 from fir.ir.parser import parse_module
@@ -203,6 +204,7 @@ def test_a_launch_below_the_limit_takes_int32() -> None:
     module = parse_pipeline("cuda").run(parse_module(SYMBOLIC, "<test>"))
     program = compile_function(module.funcs[0], "triton", device=DEVICE)
     kernels = program.kernels
+    kernels.variants_at.clear()  # the kernels' own launchers (persistent variants: below)
     seen: list[bool] = []
     for name, launch in list(kernels.launchers.items()):
 
@@ -276,3 +278,78 @@ def test_an_int64_variant_that_does_not_compile_is_tried_once(
     assert kernels.wide_cubin(name) is None
     assert kernels.wide_cubin(name) is None
     assert tried == [False, True] and "no int64 variant" in kernels.not_direct[name]
+
+
+# a softmax over rows of symbolic length, traced at 96 (as a dynamic BERT's attention)
+ROWS = """
+func @softmax_rows(%x: f32[s0, s1], %b: f32[s1]) -> (f32[s0, s1]) attributes {size_hints = [["s0", 512], ["s1", 96]]} {
+  %y = add %x, %b : f32[s0, s1]
+  %s = softmax %y {dim = -1} : f32[s0, s1]
+  return %s
+}
+"""
+
+
+def test_a_launch_whose_rows_fit_takes_a_persistent_variant() -> None:
+    """The looped softmax's launches at 5, 96, 200 and 300 a row take persistent variants
+    (RBLOCK the power of two the row rounds up to), one at 9000 the looped kernel itself;
+    all compute softmax. On a GPU each variant is compiled for the driver launch."""
+    module = parse_pipeline("cuda").run(parse_module(ROWS, "<test>"))
+    program = compile_function(module.funcs[0], "triton", device=DEVICE)
+    kernels = program.kernels
+    (name,) = kernels.variants_at
+    assert not kernels.configs[name].persistent
+    for n, rblock in ((5, 8), (96, 128), (200, 256), (300, 512), (9000, None)):
+        g = torch.Generator().manual_seed(n)
+        x, b = torch.randn(7, n, generator=g), torch.randn(n, generator=g)
+        (y,) = program(x.to(DEVICE), b.to(DEVICE))
+        torch.testing.assert_close(y.cpu(), torch.softmax(x + b, -1), rtol=1e-5, atol=1e-6)
+        variant = kernels.variant(name, [7, n])
+        if rblock is None:
+            assert variant is None
+            continue
+        assert variant is not None and variant.cfg.persistent and rblock == variant.cfg.RBLOCK
+        if GPU:
+            assert variant.cubin(False) is not None, kernels.variant_errors
+    assert not kernels.variant_errors
+
+
+VARIANT_SM90 = """
+import sys
+from fir.backends.plan import plan_module
+from fir.backends.plan.block_schedule import block_schedule, keeps_rows, persistent_at_launch
+from fir.backends.plan.program import shared_storage
+from fir.backends.triton.build import compile_kernel, load_module, module_path
+from fir.backends.triton.render import HEADER, jit_name, launcher, render_kernel
+from fir.ir.parser import parse_module
+from fir.passes.pipeline import parse_pipeline
+
+module = parse_pipeline("cuda").run(parse_module(sys.stdin.read(), "<test>"))
+(plan,) = plan_module(module, scratch_rows=keeps_rows)
+(k,) = plan.kernels()
+rule = persistent_at_launch(k, block_schedule(k))
+for n in (96, 200, 8192):
+    cfg = rule([512, n] if k.sizes == ["s0", "s1"] else [n, 512])
+    source, cfg, fails = render_kernel(k, cfg, 0, shared_storage(plan, k))
+    generated = load_module(module_path(HEADER + "\\n" + source + "\\n" + launcher(k, cfg, fails)))
+    for index64 in (False, True):
+        compiled, _ = compile_kernel(k, cfg, fails, getattr(generated, jit_name(k.name)), 90, index64=index64)
+        assert compiled.metadata.name
+    print("ok", n, cfg.text())
+"""
+
+
+def test_persistent_variants_compile_for_sm_90() -> None:
+    """Each variant (rows of 96, 200 and 8192) lowers for an H100/H200, in both index
+    widths, without a GPU."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", VARIANT_SM90],
+        input=ROWS,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("persistent") == 3, done.stdout
