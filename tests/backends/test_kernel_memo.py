@@ -4,14 +4,12 @@ needed) counting what a program's warm-up compiles."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 from fir.backends.triton.kernel_memo import CompileMemo, canonical_source
+from triton_offline import run_offline
 
 KERNEL = """
 @triton.jit
@@ -144,17 +142,8 @@ def test_a_program_compiles_each_distinct_kernel_once() -> None:
     """Through ``compile_kernel`` as the warm-up calls it: the two f32 layers share a binary,
     the f16 layer does not; the two f32 negations share one, the i32 negation does not."""
     pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", SM90_MEMO],
-        input=PROGRAM,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    stdout = run_offline(SM90_MEMO, PROGRAM)
+    lines = stdout.splitlines()
     binary = {}
     for line in lines:
         if line.startswith("kernel "):
@@ -165,4 +154,4 @@ def test_a_program_compiles_each_distinct_kernel_once() -> None:
     assert by_member["nh"] != by_member["y"]  # f16
     assert by_member["a"] == by_member["b"]  # f32 negations
     assert by_member["c"] != by_member["a"]  # i32
-    assert lines[-1] == f"compiles {len(binary) - 2} reused 2", done.stdout
+    assert lines[-1] == f"compiles {len(binary) - 2} reused 2", stdout

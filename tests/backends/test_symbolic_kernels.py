@@ -13,9 +13,6 @@ Everything runs here in Triton's interpreter (CI has no GPU) and compiles for sm
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -35,6 +32,7 @@ from fir.ir.interpreter import run_graph  # noqa: E402
 from fir.ir.parser import parse_module  # noqa: E402
 from fir.passes.pipeline import parse_pipeline  # noqa: E402
 from test_triton import DEVICE, GPU  # noqa: E402
+from triton_offline import run_offline  # noqa: E402
 
 # a broadcast over symbolic sizes: the flat index splits by a product of them (64-bit
 # divisions when int64), and a reduction whose row length is symbolic
@@ -185,17 +183,8 @@ def test_both_variants_compile_for_sm_90() -> None:
     """The int32 variant takes its sizes as ``i32`` (no 64-bit index arithmetic in its PTX),
     the int64 one as ``i64``; a size of 1, which Triton's launcher passes as a constant,
     still compiles in the int64 variant (it is converted with ``tl.cast``)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", SM90_CHECK],
-        input=SYMBOLIC + TRANSPOSED,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("ok ") == len(plans(SYMBOLIC + TRANSPOSED))
+    stdout = run_offline(SM90_CHECK, SYMBOLIC + TRANSPOSED)
+    assert stdout.count("ok ") == len(plans(SYMBOLIC + TRANSPOSED))
 
 
 def test_a_launch_below_the_limit_takes_int32() -> None:
@@ -342,14 +331,5 @@ for n in (96, 200, 8192):
 def test_persistent_variants_compile_for_sm_90() -> None:
     """Each variant (rows of 96, 200 and 8192) lowers for an H100/H200, in both index
     widths, without a GPU."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", VARIANT_SM90],
-        input=ROWS,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("persistent") == 3, done.stdout
+    stdout = run_offline(VARIANT_SM90, ROWS)
+    assert stdout.count("persistent") == 3, stdout
