@@ -153,11 +153,12 @@ def compile_kernel(
             options=options,
         )
 
-    if memo is None:
+    source = getattr(fn, "src", None)  # a JITFunction's source text
+    if memo is None or not isinstance(source, str):
         compiled = build()
     else:
         key = (
-            canonical_source(fn.src),
+            canonical_source(source),
             tuple(signature[n] for n in names if n in signature),
             tuple(constants.get(n) for n in names),
             tuple(sorted(options.items())),

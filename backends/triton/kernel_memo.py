@@ -28,10 +28,13 @@ from typing import Any
 
 class _Renamer(ast.NodeTransformer):
     """Renames the kernel's function, its parameters and every name it assigns to ``_0``,
-    ``_1``, … in order of first appearance."""
+    ``_1``, … in order of first appearance, and the helpers named after the kernel
+    (``kernel_k3_max_f32``: a reduction's merge, whose body its kind and dtype make) to
+    ``_self_max_f32``."""
 
-    def __init__(self, local: set[str]) -> None:
+    def __init__(self, local: set[str], own: str) -> None:
         self.local = local
+        self.own = own + "_"
         self.names: dict[str, str] = {}
 
     def _name(self, name: str) -> str:
@@ -49,6 +52,8 @@ class _Renamer(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self.local:
             node.id = self._name(node.id)
+        elif node.id.startswith(self.own):
+            node.id = "_self_" + node.id[len(self.own) :]
         return node
 
 
@@ -71,7 +76,7 @@ def canonical_source(source: str) -> str:
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             local.add(node.id)
-    return ast.unparse(_Renamer(local).visit(tree))
+    return ast.unparse(_Renamer(local, fn.name).visit(tree))
 
 
 class CompileMemo:

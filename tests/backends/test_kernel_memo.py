@@ -39,6 +39,15 @@ def test_a_different_global_is_a_different_kernel() -> None:
     assert canonical_source(src.format(f="fir_exp")) != canonical_source(src.format(f="fir_log"))
 
 
+def test_a_helper_named_after_its_kernel_is_the_same_helper() -> None:
+    """A reduction's merge function is named after the kernel (its body comes from the kind and
+    dtype): two softmax layers share a binary, a max and a min do not."""
+    src = "def {k}(p, q):\n    tl.store(q, tl.reduce(tl.load(p), 0, {k}_{kind}_f32))\n"
+    one = canonical_source(src.format(k="kernel_k1", kind="max"))
+    assert one == canonical_source(src.format(k="kernel_k13", kind="max"))
+    assert one != canonical_source(src.format(k="kernel_k13", kind="min"))
+
+
 def test_order_of_first_use_is_kept() -> None:
     """Swapping which parameter is loaded and which stored is a different kernel."""
     src = "def k(p, q):\n    tl.store({s}, tl.load({l}))\n"
@@ -86,10 +95,11 @@ def test_a_failed_compile_fails_every_asker() -> None:
 
 
 # two normalisation layers that are the same up to names, one in f16; three negations of which
-# two are f32 and one i32 (the same source, other pointer types)
+# two are f32 and one i32 (the same source, other pointer types); two softmax layers
 PROGRAM = """
 func @layers(%x: f32[32, 64], %w: f32[64], %v: f32[64], %m: f32[64, 64], %h: f16[32, 64],
-             %u: f32[32, 64], %i: i32[32, 64]) -> (f32[32, 64], f16[32, 64], f32[32, 64], i32[32, 64]) {
+             %u: f32[32, 64], %i: i32[32, 64], %q: f32[32, 64])
+             -> (f32[32, 64], f16[32, 64], f32[32, 64], i32[32, 64], f32[32, 64]) {
   %sq = mul %x, %x : f32[32, 64]
   %ms = mean %sq {dims = [1], keepdim = true} : f32[32, 1]
   %r = rsqrt %ms : f32[32, 1]
@@ -109,7 +119,10 @@ func @layers(%x: f32[32, 64], %w: f32[64], %v: f32[64], %m: f32[64, 64], %h: f16
   %za = matmul %a, %m : f32[32, 64]
   %b = neg %za : f32[32, 64]
   %c = neg %i : i32[32, 64]
-  return %y2, %nh, %b, %c
+  %sa = softmax %q {dim = -1} : f32[32, 64]
+  %zs = matmul %sa, %m : f32[32, 64]
+  %sb = softmax %zs {dim = -1} : f32[32, 64]
+  return %y2, %nh, %b, %c, %sb
 }
 """
 
@@ -154,4 +167,5 @@ def test_a_program_compiles_each_distinct_kernel_once() -> None:
     assert by_member["nh"] != by_member["y"]  # f16
     assert by_member["a"] == by_member["b"]  # f32 negations
     assert by_member["c"] != by_member["a"]  # i32
-    assert lines[-1] == f"compiles {len(binary) - 2} reused 2", stdout
+    assert by_member["sa"] == by_member["sb"]  # softmax layers (each with its max's merge)
+    assert lines[-1] == f"compiles {len(binary) - 3} reused 3", stdout
