@@ -178,6 +178,7 @@ class CubinKernel:
         int32), of which the first ``pointers`` are the buffers'."""
         meta = compiled.metadata
         self.name = name
+        self.entry = meta.name  # the binary's function: another kernel's where they share one
         self.kinds = kinds
         self.pointers = pointers
         self.block = 32 * meta.num_warps
