@@ -464,8 +464,12 @@ class KernelLaunches:
         if self.err is not None:
             return self.err
         if self.device != "cpu":
-            host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
-            if driver().device_pointer(host.data_ptr(), self.ordinal) == host.data_ptr():
+            try:  # page-locked memory can be refused (a container's locked-memory limit)
+                host = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+                mapped = driver().device_pointer(host.data_ptr(), self.ordinal)
+            except (RuntimeError, LaunchError, OSError):
+                host, mapped = torch.zeros(0), None
+            if mapped is not None and mapped == host.data_ptr():
                 self.err, self.mapped = host, True
                 # the failing code, read from memory at each look (no tensor op: ~100 ns)
                 self.err_code = (ctypes.c_int64 * 1).from_address(host.data_ptr())

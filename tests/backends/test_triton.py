@@ -461,6 +461,24 @@ def test_the_error_buffer_costs_no_copy_a_call() -> None:
     torch.testing.assert_close(p(w, ids)[0], w[ids])
 
 
+@pytest.mark.skipif(not GPU, reason="the error buffer's device-memory fallback is a GPU's")
+def test_an_unmapped_error_buffer_is_copied_and_still_reports(monkeypatch: Any) -> None:
+    """Where the driver does not map page-locked memory, the buffer is in device memory and
+    copied after each call, as before; a bad index still raises."""
+    from fir.backends.runtime import triton_launch
+
+    monkeypatch.setattr(triton_launch._Driver, "device_pointer", lambda self, a, o: None)
+    (p,) = compile_text(cpp.PROGRAMS["embedding"])
+    w = torch.randn(50, 48, device=DEVICE)
+    ids = torch.randint(0, 50, (7, 3), device=DEVICE)
+    p(w, ids)
+    assert not p.kernels.mapped and p.kernels.err.is_cuda  # type: ignore[attr-defined]
+    ids[0, 0] = 77
+    with pytest.raises(KernelIndexError, match="the index is 77"):
+        p(w, ids)
+        p.synchronize()  # type: ignore[attr-defined]
+
+
 def test_integer_division_by_zero_raises() -> None:
     text = """
 func @f(%a: i32[64], %b: i32[64]) -> (i32[64]) {
