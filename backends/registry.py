@@ -41,10 +41,15 @@ class Backend:
         the plan's default."""
         return None
 
+    def launch_rows(self) -> int | None:
+        """The longest row of a symbolic length that a kernel's persistent variant chosen at
+        launch holds (:func:`plan_kernel`'s ``launch_rows``); None: no such variants."""
+        return None
+
     def plan(self, g: Graph) -> ProgramPlan:
         from .plan import plan_program
 
-        return plan_program(g, scratch_rows=self.scratch_rows())
+        return plan_program(g, scratch_rows=self.scratch_rows(), launch_rows=self.launch_rows())
 
     def render(self, plan: ProgramPlan) -> str:
         """The code this back end compiles for ``plan``."""
@@ -129,6 +134,11 @@ class _Triton(Backend):
         from .plan.block_schedule import keeps_rows
 
         return keeps_rows
+
+    def launch_rows(self) -> int | None:
+        from .plan.block_schedule import PERSISTENT_MAX
+
+        return PERSISTENT_MAX
 
     def render(self, plan: ProgramPlan) -> str:
         from .triton.render import render_program

@@ -109,6 +109,9 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for _, a, ta, b, tb in rows[: args.top]:
         sa, sb = static.configs[a].text(), dynamic.configs[b].text()
+        made = getattr(dynamic, "variants_made", {}).get(b)
+        if made:  # the launches at this length took a persistent variant
+            sb += " (launched: " + "; ".join(v.text() for v in made) + ")"
         print(f"| {a} | {ta:.1f} | {b} | {tb:.1f} | {sa} | {sb} |")
     return 0
 

@@ -36,6 +36,7 @@ _REL = 2.0**-10
 _ABS = 2.0**-60
 # how many producers deep a load is followed to the body that wrote the buffer
 MAX_DEPTH = 6
+INT64_MAX = 2**63 - 1  # the largest a symbolic size (and so a loop's trip count) can be
 
 
 def _int_limits(dtype: DType) -> Range | None:
@@ -161,6 +162,8 @@ class _BodyRanges:
         for var, size in node.ranges + node.reduction_ranges:
             if isinstance(size, int) and size > 0:
                 self.loops[var] = (0, size - 1)
+            elif not isinstance(size, int):  # a symbolic size: at most an int64
+                self.loops[var] = (0, INT64_MAX - 1)
         self.memo: dict[tuple[int, frozenset[tuple[int, Range]]], Range | None] = {}
 
     def of(self, v: Any, env: Mapping[int, Range]) -> Range | None:
@@ -202,7 +205,11 @@ class _BodyRanges:
         if code == "index":
             if op.index is None:
                 return None
-            b: Range | None = bounds(op.index, self.loops)
+            # a size symbol (positive, not a loop's) is at least 1 and fits an int64: a
+            # dynamic T5's buckets, from ``mod(i0, s27)``, are proven as its static ones are
+            free = getattr(op.index, "free_symbols", set())
+            sizes = {s: (1, INT64_MAX) for s in free if s.is_positive and s not in self.loops}
+            b: Range | None = bounds(op.index, {**self.loops, **sizes})
             return (float(b[0]), float(b[1])) if b is not None else None
         if code == "constant":
             return self.of(args[0], env)

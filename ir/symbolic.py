@@ -240,6 +240,16 @@ def bounds(e: sympy.Expr | int, ranges: Mapping[sympy.Symbol, Interval]) -> Inte
     return _bounds(e, ranges)
 
 
+def _divisor(e: Any, ranges: Mapping[sympy.Symbol, Interval]) -> Interval | None:
+    """The bounds of a divisor of floor division or modulo where it is positive (a constant,
+    or a size symbol given a range: ``mod(i0, s27)``), else None."""
+    d = _const(e)
+    if d is not None:
+        return (d, d) if d > 0 else None
+    b = _bounds(e, ranges)
+    return b if b is not None and b[0] > 0 else None
+
+
 def _bounds(e: sympy.Expr, ranges: Mapping[sympy.Symbol, Interval]) -> Interval | None:
     if isinstance(e, sympy.Integer):
         return (int(e), int(e))
@@ -265,17 +275,21 @@ def _bounds(e: sympy.Expr, ranges: Mapping[sympy.Symbol, Interval]) -> Interval 
     if isinstance(e, sympy.Pow) and isinstance(e.args[1], sympy.Integer):
         return _bounds(sympy.Mul(*([e.args[0]] * int(e.args[1])), evaluate=False), ranges)
     if isinstance(e, FloorDiv):
-        a, d = _bounds(e.args[0], ranges), _const(e.args[1])
-        if a is None or d is None or d <= 0:
+        a, d = _bounds(e.args[0], ranges), _divisor(e.args[1], ranges)
+        if a is None or d is None:
             return None
-        return (a[0] // d, a[1] // d)
+        if d[0] == d[1]:
+            return (a[0] // d[0], a[1] // d[0])
+        if a[0] < 0:  # a divisor in a range: only a numerator that is not negative
+            return None
+        return (a[0] // d[1], a[1] // d[0])
     if isinstance(e, Modulo):
-        a, d = _bounds(e.args[0], ranges), _const(e.args[1])
-        if d is None or d <= 0:
+        a, d = _bounds(e.args[0], ranges), _divisor(e.args[1], ranges)
+        if d is None:
             return None
-        if a is not None and a[0] >= 0 and a[1] < d:
+        if a is not None and a[0] >= 0 and a[1] < d[0]:
             return a
-        return (0, d - 1)
+        return (0, d[1] - 1)
     if isinstance(e, (sympy.Min, sympy.Max)):
         bs = [_bounds(a, ranges) for a in e.args]
         if any(b is None for b in bs):

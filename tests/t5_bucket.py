@@ -43,3 +43,21 @@ def bucket_program(rows: int = 32, realized: bool = False) -> str:
     outputs = "i64[64, 64], f32[2, 64, 64]" if realized else "f32[2, 64, 64]"
     results = "%b, %out" if realized else "%out"
     return BUCKET.format(rows=rows, outputs=outputs, results=results)
+
+
+def symbolic_bucket_program(rows: int = 32) -> str:
+    """The bucket over ``s0`` positions (a dynamic sequence), the two position loops merged as
+    a dynamic T5's graph has them (``mod(i0, s0) - floordiv(i0, s0)``): distances up to
+    ``s0 - 1``, any length, so buckets 0 to 31 (16 + 15 at the largest distances)."""
+    text = BUCKET.format(rows=rows, outputs="f32[2, s0, s0]", results="%out")
+    text = text.replace(f"f32[{rows}, 2]", f"f32[{rows}, 2], %x: f32[s0]")
+    text = text.replace(
+        "%b = pointwise : i64[64, 64] over (i0 < 64, i1 < 64)",
+        "%b = pointwise : i64[s0*s0] over (i0 < s0*s0)",
+    )
+    text = text.replace("%0 = index i1 - i0", "%0 = index mod(i0, s0) - floordiv(i0, s0)")
+    text = text.replace(
+        "f32[2, 64, 64] over (i0 < 2, i1 < 64, i2 < 64)",
+        "f32[2, s0, s0] over (i0 < 2, i1 < s0, i2 < s0)",
+    )
+    return text.replace("%0 = load %b[64*i1 + i2]", "%0 = load %b[s0*i1 + i2]")

@@ -463,10 +463,13 @@ def schedule_lines(g: Any) -> list[str]:
     from .program import plan_program
 
     lines = []
-    for k in plan_program(g, scratch_rows=keeps_rows).kernels():
+    for k in plan_program(g, scratch_rows=keeps_rows, launch_rows=PERSISTENT_MAX).kernels():
         chosen = block_schedule(k)
         line = chosen.line(k.name)
         if persistent_at_launch(k, chosen) is not None:
             line += f"; persistent at a launch whose rows fit (<= {PERSISTENT_MAX})"
+            kept = len(k.at_launch.scratch) if k.at_launch is not None else 0
+            if kept:  # what the looped kernel's later passes compute again
+                line += f", {kept} computed row{'s' * (kept > 1)} kept in registers"
         lines.append(line)
     return lines

@@ -115,6 +115,9 @@ class KernelPlan:
     # the traced size of each of ``sizes`` that has one (Graph.size_hints): what a schedule
     # guesses a symbolic size to be, for a choice that only costs time
     hints: dict[str, int] = field(default_factory=dict)
+    # for rows of symbolic length, the plan a persistent variant chosen at launch renders: the
+    # same kernel with its costly repeated values kept in scratch rows (``plan_kernel``)
+    at_launch: KernelPlan | None = None
 
     def text(self) -> str:
         """The readable form (``fir-translate --target plan``)."""
@@ -136,6 +139,10 @@ class KernelPlan:
             lines.append(f"  tile {self.tile[0]}, {self.tile[1]}")
         for sc in self.scratch:
             lines.append(f"  scratch %{sc.name}: {sc.dtype}[{sc.elements}]  // per row, per thread")
+        for sc in self.at_launch.scratch if self.at_launch is not None else []:
+            lines.append(
+                f"  scratch %{sc.name}: {sc.dtype}[<= {sc.elements}]  // a persistent launch's"
+            )
         depth = 1
         for i in self.instrs:
             if isinstance(i, LoopEnd):
@@ -156,17 +163,28 @@ def plan_kernel(
     name: str,
     first_error: int = 1,
     scratch_rows: Callable[[KernelPlan], bool] | None = None,
+    launch_rows: int | None = None,
 ) -> KernelPlan:
     """The plan of ``step`` (a kernel, or one loop node), named ``name``; its error codes start
     at ``first_error`` (codes are unique in a program). ``scratch_rows``: whether a renderer can
     keep scratch rows for this kernel, asked with its plan without them (a renderer that holds
-    a row in registers only in some layouts; None: any row within :data:`SCRATCH_BYTES`)."""
+    a row in registers only in some layouts; None: any row within :data:`SCRATCH_BYTES`).
+    ``launch_rows``: the longest row that a persistent variant chosen at launch holds, for a
+    back end that makes one where a row's length is symbolic (Triton): such a kernel also gets
+    the plan of that variant (``at_launch``), which keeps what a later pass over the row would
+    compute again (the exponentials of a softmax, T5's position buckets), as the static
+    persistent kernel does, sized for rows of that length."""
     builder = _Builder(step, name, first_error)
     plan = builder.build()
     keep = builder.worth_keeping()
     if keep and scratch_rows is not None and not scratch_rows(plan):
         keep = []
     if not keep:
+        if launch_rows is not None and plan.reduction and not isinstance(plan.rnumel, int):
+            held = builder.worth_keeping(launch_rows)
+            if held:
+                variant = _Builder(step, name, first_error, frozenset(held), launch_rows)
+                plan.at_launch = variant.build()
         return plan
     # again, with the costly values that later passes read kept in scratch rows
     return _Builder(step, name, first_error, frozenset(keep)).build()
@@ -174,7 +192,12 @@ def plan_kernel(
 
 class _Builder:
     def __init__(
-        self, step: Step, name: str, first_error: int, stash: frozenset[_Key] = frozenset()
+        self,
+        step: Step,
+        name: str,
+        first_error: int,
+        stash: frozenset[_Key] = frozenset(),
+        row_bound: int | None = None,
     ) -> None:
         self.members: list[LoopNode] = []
         for n in step.nodes:
@@ -192,6 +215,7 @@ class _Builder:
         # values by what they compute (_Key), so that a value is computed once per pass, and
         # one that a later pass over the reduction loops computes again can be kept instead
         self.stash = stash  # keys whose values go to scratch rows
+        self.row_bound = row_bound  # the longest row of a symbolic length (a launch's variant)
         self.key_of: dict[str, _Key] = {}  # value name -> key
         self.cost: dict[_Key, int] = {}
         self.avail: dict[_Key, tuple[str, int]] = {}  # key -> (value, phase it is in scope of)
@@ -266,13 +290,14 @@ class _Builder:
 
     # -- scratch rows
 
-    def worth_keeping(self) -> list[_Key]:
+    def worth_keeping(self, row_bound: int | None = None) -> list[_Key]:
         """Of the values a later pass over the reduction loops computes again, those to keep
         in scratch rows instead: costly ones (:data:`STASH_COST`) that the later pass uses
         other than to compute another kept value, in a kernel with pointwise loops (a thread
-        runs whole rows) and a reduction of known size, up to :data:`SCRATCH_BYTES`."""
-        rnumel = self.space.rnumel
-        if not self.repeats or not isinstance(rnumel, int):
+        runs whole rows) and a reduction of known size (or rows of at most ``row_bound``), up
+        to :data:`SCRATCH_BYTES`."""
+        rnumel = self.space.rnumel if isinstance(self.space.rnumel, int) else row_bound
+        if not self.repeats or rnumel is None:
             return []
         if not any(not lp.reduction for lp in self.loops):
             return []
@@ -332,9 +357,10 @@ class _Builder:
             return
         self.first[key] = (name, self.phase)
         if key in self.stash:
-            assert isinstance(self.space.rnumel, int)
+            rnumel = self.space.rnumel if isinstance(self.space.rnumel, int) else self.row_bound
+            assert rnumel is not None
             dtype = _compute_dtype(key[-1])
-            sc = Scratch(f"row{len(self.scratch)}", dtype, self.space.rnumel)
+            sc = Scratch(f"row{len(self.scratch)}", dtype, rnumel)
             self.scratch[key] = sc
             self.instrs.append(Store(sc.name, self._row_index(), name, dtype))
 

@@ -142,10 +142,14 @@ def plan_module(
     return [plan_program(g, scratch_rows) for g in m.funcs]
 
 
-def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = None) -> ProgramPlan:
+def plan_program(
+    g: Graph,
+    scratch_rows: Callable[[KernelPlan], bool] | None = None,
+    launch_rows: int | None = None,
+) -> ProgramPlan:
     """The plan of ``g``, a function after the ``fusion`` pipeline (or any loop-level program:
-    without memory-plan annotations every buffer gets its own storage). ``scratch_rows``: see
-    :func:`~.kernel.plan_kernel`."""
+    without memory-plan annotations every buffer gets its own storage). ``scratch_rows`` and
+    ``launch_rows``: see :func:`~.kernel.plan_kernel`."""
     for n in g.nodes:
         if isinstance(n, TensorOp):
             raise PlanError(
@@ -190,7 +194,7 @@ def plan_program(g: Graph, scratch_rows: Callable[[KernelPlan], bool] | None = N
         if isinstance(first, LoopNode):
             name = st.kernel.name if st.kernel is not None else first.result.name
             name = unique_name(_c_name(name), kernel_names, "_")
-            plan = plan_kernel(st, name, next_error, scratch_rows)
+            plan = plan_kernel(st, name, next_error, scratch_rows, launch_rows)
             plan.hints = {s: hints[s] for s in plan.sizes if s in hints}
             next_error += len(plan.errors)
             errors.update(plan.errors)

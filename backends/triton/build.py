@@ -49,6 +49,10 @@ from .helpers import FIR_LAUNCH
 from .kernel_memo import CompileMemo, canonical_source
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
+# a size that is a multiple of this at a launch is declared so to the compiler (Triton's
+# ``tt.divisibility``; its own launcher specialises integers the same way)
+ALIGNED = 16
+
 
 class TritonBuildError(FirError):
     """The generated Triton module could not be written or imported."""
@@ -118,6 +122,7 @@ def compile_kernel(
     backend: str = "cuda",
     index64: bool = True,
     memo: CompileMemo | None = None,
+    aligned: frozenset[int] = frozenset(),
 ) -> tuple[Any, list[str]]:
     """``triton.compile`` of one kernel for ``backend``/``arch`` (no GPU needed), with the
     signature the plan implies: a pointer per buffer (16-byte aligned), the error buffer where
@@ -127,7 +132,11 @@ def compile_kernel(
     (sizes as ``i32``: the caller has checked that they allow it). Returns the compiled kernel
     and the kind of each of its parameters as the C launcher's type letter (``K`` pointer,
     ``l`` int64, ``i`` int32), Triton's own trailing parameters included. ``memo``: where a
-    kernel the same up to its names (:mod:`.kernel_memo`) was compiled already, its result."""
+    kernel the same up to its names (:mod:`.kernel_memo`) was compiled already, its result.
+    ``aligned``: the positions (in ``plan.sizes``) of sizes that are multiples of
+    :data:`ALIGNED` at every launch of this binary: Triton then knows that a row starting at a
+    multiple of such a size is aligned, and loads and stores it in 16-byte vectors. (A launch
+    through Triton's own launcher specialises on its integer arguments' values itself.)"""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -138,6 +147,8 @@ def compile_kernel(
     pointers = [pointer_type(a.dtype) for a in plan.args] + (["*i64"] if fails else [])
     signature = dict(zip(names, pointers + [size_type] * len(plan.sizes)))
     attrs = {(k,): [["tt.divisibility", 16]] for k in range(len(pointers))}
+    for k in aligned:
+        attrs[(len(pointers) + k,)] = [["tt.divisibility", ALIGNED]]
     kinds = ["K"] * len(pointers) + [{"i32": "i", "i64": "l"}[size_type]] * len(plan.sizes)
     constants = {n: getattr(cfg, n) for n in names[len(signature) :] if n != "INDEX64"}
     if sized:
@@ -162,6 +173,7 @@ def compile_kernel(
             tuple(signature[n] for n in names if n in signature),
             tuple(constants.get(n) for n in names),
             tuple(sorted(options.items())),
+            tuple(sorted(aligned)),
             backend,
             arch,
         )
@@ -213,6 +225,7 @@ class TritonKernels(KernelLaunches):
         # kernels whose first launch still has to pick a configuration
         self.untuned: set[str] = set(self.order) if autotune else set()
         self.variant_errors: dict[str, str] = {}  # variants that did not render, and why
+        self.variants_made: dict[str, list[Variant]] = {}  # by kernel, in the order made
         if not autotune:
             for k in plan.kernels():
                 rule = persistent_at_launch(k, self.configs[k.name])
@@ -277,21 +290,25 @@ class TritonKernels(KernelLaunches):
     ) -> Callable[[Sequence[int]], Variant | None]:
         """The variant of kernel ``k`` a launch at the sizes takes (``rule`` names its
         schedule), rendered and loaded at the first launch that takes it."""
-        made: dict[BlockSchedule, Variant | None] = {}
+        made: dict[tuple[BlockSchedule, frozenset[int]], Variant | None] = {}
 
         def at(sizes: Sequence[int]) -> Variant | None:
             cfg = rule(sizes)
             if cfg is None:
                 return None
-            if cfg not in made:
+            # compiled for the sizes' alignment too: a row of a length that is a multiple of
+            # ALIGNED is read in vectors (BERT's and T5's softmax at 64-256 tokens)
+            key = (cfg, frozenset(i for i, v in enumerate(sizes) if v % ALIGNED == 0))
+            if key not in made:
                 with self.compile_lock:
-                    if cfg not in made:
+                    if key not in made:
                         try:
-                            made[cfg] = Variant(self, k, cfg)
+                            variant = made[key] = Variant(self, k, cfg, key[1])
+                            self.variants_made.setdefault(k.name, []).append(variant)
                         except Exception as e:  # noqa: BLE001 - the kernel itself still runs
                             self.variant_errors[f"{k.name}: {cfg.text()}"] = repr(e)
-                            made[cfg] = None
-            return made[cfg]
+                            made[key] = None
+            return made[key]
 
         return at
 
@@ -306,13 +323,14 @@ class TritonKernels(KernelLaunches):
         return self.wide_cubins.get(name)
 
     def render(
-        self, name: str, cfg: BlockSchedule | None = None
+        self, name: str, cfg: BlockSchedule | None = None, plan: KernelPlan | None = None
     ) -> tuple[str, BlockSchedule, bool]:
         """Kernel ``name`` rendered with ``cfg`` (None: the block schedule's), as
-        :func:`~.render.render_kernel`."""
+        :func:`~.render.render_kernel`; ``plan``: another plan of that kernel (the one its
+        persistent launches render, ``KernelPlan.at_launch``)."""
         position = self.order.index(name)
         k = self.plan.kernels()[position]
-        return render_kernel(k, cfg, position, shared_storage(self.plan, k))
+        return render_kernel(plan or k, cfg, position, shared_storage(self.plan, k))
 
     def use(self, name: str, cfg: BlockSchedule, direct: bool = True) -> None:
         """Launch kernel ``name`` with ``cfg`` from now on (a module of its own); ``direct``:
@@ -337,15 +355,30 @@ class Variant:
     launcher and grid for it, and its loaded kernels for the driver launch, compiled at need
     (int32 and int64 indices, as the kernel's)."""
 
-    def __init__(self, kernels: TritonKernels, k: KernelPlan, cfg: BlockSchedule) -> None:
-        source, cfg, fails = kernels.render(k.name, cfg)
-        text = f"{HEADER}\n{source}\n{launcher(k, cfg, fails)}"
+    def __init__(
+        self,
+        kernels: TritonKernels,
+        k: KernelPlan,
+        cfg: BlockSchedule,
+        aligned: frozenset[int] = frozenset(),
+    ) -> None:
+        # the plan made for a persistent launch (its costly repeated values kept in registers
+        # from one pass over the row to the next) where there is one, else the kernel's own
+        plan = k.at_launch or k
+        source, cfg, fails = kernels.render(k.name, cfg, plan)
+        text = f"{HEADER}\n{source}\n{launcher(plan, cfg, fails)}"
         module = load_module(module_path(text, kernels.cache))
-        self.kernels, self.plan, self.cfg, self.fails = kernels, k, cfg, fails
+        self.kernels, self.plan, self.cfg, self.fails = kernels, plan, cfg, fails
+        self.aligned = aligned
         self.launcher = getattr(module, f"launch_{k.name}")
         self.grid = getattr(module, f"grid_{k.name}")
         self.fn = getattr(self.launcher, "__globals__", vars(module))[jit_name(k.name)]
         self.cubins: dict[bool, CubinKernel | None] = {}
+
+    def text(self) -> str:
+        """The variant's schedule, and the sizes it declares aligned to the compiler."""
+        sizes = [self.plan.sizes[k] for k in sorted(self.aligned)]
+        return self.cfg.text() + (f"; {', '.join(sizes)} aligned" if sizes else "")
 
     def cubin(self, index64: bool) -> CubinKernel | None:
         kernels = self.kernels
@@ -362,7 +395,14 @@ class Variant:
         try:
             arch = kernels.capability[0] * 10 + kernels.capability[1]
             compiled, kinds = compile_kernel(
-                self.plan, self.cfg, self.fails, self.fn, arch, index64=index64, memo=kernels.memo
+                self.plan,
+                self.cfg,
+                self.fails,
+                self.fn,
+                arch,
+                index64=index64,
+                memo=kernels.memo,
+                aligned=self.aligned,
             )
             pointers = len(self.plan.args) + self.fails
             return CubinKernel(self.plan.name, compiled, kinds, pointers, kernels.ordinal)

@@ -333,3 +333,55 @@ def test_persistent_variants_compile_for_sm_90() -> None:
     widths, without a GPU."""
     stdout = run_offline(VARIANT_SM90, ROWS)
     assert stdout.count("persistent") == 3, stdout
+
+
+def test_a_persistent_launch_keeps_what_later_passes_compute_again() -> None:
+    """The looped softmax computes each exponential twice (for the sum, then for the output);
+    its persistent variant renders the plan made for it (``KernelPlan.at_launch``), which keeps
+    the first pass's exponentials in registers, as the static persistent kernel does."""
+    module = parse_pipeline("cuda").run(parse_module(ROWS, "<test>"))
+    program = compile_function(module.funcs[0], "triton", device=DEVICE)
+    kernels = program.kernels
+    (name,) = kernels.variants_at
+    looped = kernels.render(name)[0]
+    variant = kernels.variant(name, [7, 200])
+    assert variant is not None and variant.plan.scratch
+    persistent = kernels.render(name, variant.cfg, variant.plan)[0]
+    assert looped.count("exp(") == 2 and persistent.count("exp(") == 1, persistent
+    assert kernels.variants_made[name] == [variant]
+    x, b = torch.randn(7, 200), torch.randn(200)
+    (y,) = program(x.to(DEVICE), b.to(DEVICE))
+    torch.testing.assert_close(y.cpu(), torch.softmax(x + b, -1), rtol=1e-5, atol=1e-6)
+
+
+ALIGNED_SM90 = """
+import sys
+from fir.backends.plan.block_schedule import block_schedule, persistent_at_launch
+from fir.backends.plan.program import shared_storage
+from fir.backends.registry import backend_named
+from fir.backends.triton.build import compile_kernel, load_module, module_path
+from fir.backends.triton.render import HEADER, jit_name, launcher, render_kernel
+from fir.ir.parser import parse_module
+from fir.passes.pipeline import parse_pipeline
+
+module = parse_pipeline("cuda").run(parse_module(sys.stdin.read(), "<test>"))
+plan = backend_named("triton").plan(module.funcs[0])
+(k,) = plan.kernels()
+cfg = persistent_at_launch(k, block_schedule(k))([512, 256])
+source, cfg, fails = render_kernel(k.at_launch, cfg, 0, shared_storage(plan, k))
+generated = load_module(module_path(HEADER + "\\n" + source + "\\n" + launcher(k, cfg, fails)))
+fn = getattr(generated, jit_name(k.name))
+for aligned in (frozenset(), frozenset({k.sizes.index("s1")})):
+    compiled, _ = compile_kernel(k.at_launch, cfg, fails, fn, 90, index64=False, aligned=aligned)
+    ptx = compiled.asm["ptx"]
+    print(len(aligned), ptx.count("ld.global.v4"), ptx.count("st.global.v4"))
+"""
+
+
+def test_a_variant_compiled_for_aligned_rows_reads_them_in_vectors() -> None:
+    """A row of symbolic length starts anywhere: its loads and stores are 4 bytes wide. A
+    variant made at a launch whose row length is a multiple of 16 declares that length so
+    (``tt.divisibility``), and its PTX for sm_90 loads and stores 16-byte vectors."""
+    lines = run_offline(ALIGNED_SM90, ROWS).split()
+    plain, aligned = [int(v) for v in lines[:3]], [int(v) for v in lines[3:]]
+    assert plain == [0, 0, 0] and aligned[0] == 1 and aligned[1] > 0 and aligned[2] > 0, lines

@@ -18,7 +18,7 @@ from fir.ir.parser import parse_module
 from fir.ir.ranges import value_range
 from fir.ir.verifier import verify_module
 from fir.passes.pipeline import parse_pipeline
-from t5_bucket import bucket_program
+from t5_bucket import bucket_program, symbolic_bucket_program
 
 
 def checks(text: str) -> list[CheckIndex]:
@@ -43,6 +43,29 @@ def test_t5_bucket_lies_in_its_table(realized: bool) -> None:
     assert gather_range(text) == (0, 29)
     found = checks(text)
     assert found and all(c.proven for c in found)
+
+
+def test_a_bucket_over_a_symbolic_length_lies_in_its_table() -> None:
+    # a dynamic T5: the positions run to s0 - 1 (s0 at most an int64), through mod and floor
+    # division by s0; the bucket is still [0, 31], and the gather is not checked
+    text = symbolic_bucket_program()
+    assert gather_range(text) == (0, 31)
+    found = checks(text)
+    assert found and all(c.proven for c in found)
+    assert not any(c.proven for c in checks(symbolic_bucket_program(rows=31)))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "llvm"])
+def test_a_symbolic_bucket_gathers_as_the_interpreter_does(backend: str) -> None:
+    text = symbolic_bucket_program()
+    g = parse_pipeline("fusion").run(parse_module(text)).funcs[0]
+    program = compile_function(g, backend)
+    table = torch.randn(32, 2)
+    for n in (5, 40, 300):  # buckets up to 16 + 15 past 128 positions
+        x = torch.zeros(n)
+        (want,) = run_graph(parse_module(text).funcs[0], [table, x])
+        (got,) = program(table, x)
+        torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("backend", ["cpp", "llvm"])
@@ -151,3 +174,15 @@ func @f() -> (i64[8]) {
     assert isinstance(n, LoopNode) and n.body is not None
     lo, hi = value_range(n.body.result, n)  # type: ignore[misc]
     assert lo == 0 and hi >= 2**63 - 1 and not math.isinf(hi)  # saturated, not infinite
+
+
+def test_bounds_divide_by_a_size_symbol_in_its_range() -> None:
+    from fir.ir.symbolic import FloorDiv, Modulo, bounds, index_var, size_symbol
+
+    i, s = index_var("i0"), size_symbol("s0")
+    ranges = {i: (0, 99), s: (4, 10)}
+    assert bounds(Modulo(i, s), ranges) == (0, 9)
+    assert bounds(FloorDiv(i, s), ranges) == (0, 24)
+    assert bounds(FloorDiv(i - 50, s), ranges) is None  # a numerator that may be negative
+    assert bounds(Modulo(i, s), {i: (0, 99)}) is None  # a divisor of unknown sign
+    assert bounds(Modulo(i, s), {i: (0, 3), s: (4, 10)}) == (0, 3)
