@@ -42,6 +42,7 @@ from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
 from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, walk
 from fir.backends.plan.lowering import defined, lower, lower_instrs
+from fir.backends.plan.magnitudes import magnitude, magnitudes
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
     LLVM,
@@ -117,19 +118,6 @@ INT_OPS = {
     "tdiv": "sdiv udiv", "trem": "srem urem", "shl_in_range": "shl", "shr_in_range": "ashr lshr",
 }  # fmt: skip
 BOOL_OPS = {op: INT_OPS[same] for op, same in op_forms.ON_BOOLS.items()}  # max, min: lowered
-
-
-# a bound on ``|op(...)|`` from bounds on its operands' (interval arithmetic on magnitudes)
-MAGNITUDE: dict[str, Callable[[list[float]], float]] = {
-    **dict.fromkeys(("sin", "cos", "tanh", "erf", "sigmoid"), lambda m: 1.0),
-    "abs": lambda m: m[0],
-    "neg": lambda m: m[0],
-    "add": sum,
-    "sub": sum,
-    "mul": math.prod,
-    "where": lambda m: max(m[1:]),
-    "cast": lambda m: m[0] * (1 + 2**-7),  # rounding to a narrower float may round up
-}
 
 
 class _AccessGroup(ir.values.MDValue):
@@ -218,12 +206,12 @@ class _Kernel(NestWalker):
         self.alloca_b.position_at_start(entry)
         self.b = ir.IRBuilder(body)
         self.vals: dict[str, ir.Value] = {}
-        # a bound on |value| where the ops that made it give one (sin of anything is at most
-        # 1): lets sin/cos of such a value skip the full-range reduction (see _magnitude)
-        self.magnitude: dict[str, float] = {}
         # composite ops as primitive ones (the schedule above was decided on the plan as it was)
         self.plan = plan = lower(plan, native)
         self.dtypes = defined(plan.instrs)
+        # a bound on |value| where the ops that made it give one (sin of anything is at most
+        # 1): lets sin/cos of such a value skip the full-range reduction
+        self.magnitudes = magnitudes(plan.instrs)
         self.bufs: dict[str, ir.Value] = {}
         for k, a in enumerate(plan.args):
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
@@ -586,7 +574,6 @@ class _Kernel(NestWalker):
 
     def on_constant(self, i: ins.Constant) -> None:
         self.vals[i.dst] = self.const(i.value.value, i.dtype)
-        self.magnitude[i.dst] = self._bound(i.value)
 
     def on_index_value(self, i: ins.IndexValue) -> None:
         self.vals[i.dst] = self.convert(self.index(i.index), DType.I64, i.dtype)
@@ -657,7 +644,7 @@ class _Kernel(NestWalker):
             for k, a in enumerate(i.args)
         ]
         bounded = MATH_F32_BOUNDED.get(i.op) if value_type(src) == F32 else None
-        bound = self._bound(i.args[0]) if bounded is not None else math.inf
+        bound = magnitude(i.args[0], self.magnitudes) if bounded is not None else math.inf
         if ins.checks_divisor(i):  # the plan's tdiv and trem
             zero = self.b.icmp_signed("==", args[1], ir.Constant(value_type(src), 0))
             self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
@@ -669,24 +656,6 @@ class _Kernel(NestWalker):
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src)
-        self.magnitude[i.dst] = self._magnitude(i)
-
-    def _bound(self, a: Any) -> float:
-        """A bound on ``|a|`` (inf where none is known; NaN never counts against one)."""
-        if isinstance(a, Literal):
-            v = a.value
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                return math.inf
-            return abs(float(v)) if math.isfinite(float(v)) else math.inf
-        return self.magnitude.get(a, math.inf) if isinstance(a, str) else math.inf
-
-    def _magnitude(self, i: ins.Compute) -> float:
-        """A bound on ``|i|``'s result from its operands' bounds, where the op gives one
-        (interval arithmetic on magnitudes; inf otherwise)."""
-        bound = MAGNITUDE.get(i.op)
-        if bound is None or not i.dtype.is_float:
-            return math.inf
-        return bound([self._bound(a) for a in i.args])
 
     def op(self, op: str, a: list[Any], src: DType) -> Any:
         b = self.b
