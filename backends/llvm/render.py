@@ -41,7 +41,7 @@ from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
 from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, walk
-from fir.backends.plan.lowering import defined, lower, lower_instrs
+from fir.backends.plan.lowering import defined, lower, lower_steps
 from fir.backends.plan.magnitudes import magnitude, magnitudes
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
@@ -767,15 +767,7 @@ class _Kernel(NestWalker):
         its steps lowered as the plan's ops are: a name's value (``values``), made by its leaf
         (a load, a conversion …) or written as its step through :meth:`op` the first time it
         is read, so the IR follows the order in which the reader asks."""
-        lowered = lower_instrs(
-            [ins.Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps],
-            _step_native,
-        )
-        steps: dict[str, ins.Compute] = {}
-        for step in lowered:
-            assert isinstance(step, ins.Compute)  # each step has a named operand: none is folded
-            steps[step.dst] = step
-        types = {**spec.dtypes, **{s.dst: s.dtype for s in steps.values()}}
+        steps, types = lower_steps(spec, _step_native)
         known = dict(values)
 
         def read(name: str) -> Any:
@@ -875,11 +867,6 @@ class _Kernel(NestWalker):
         for dst, dt, (c, v) in zip(i.dsts, i.dtypes, values):
             # an int64 sum of i32, a welford of ints in f64
             self.vals[dst] = v if v.type == value_type(dt) else self.convert(v, c.dtype, dt)
-
-
-def _operand(a: str | float | int | bool) -> ins.Operand:
-    """An argument of a merge step as an operand of a plan instruction."""
-    return a if isinstance(a, str) else Literal(a)
 
 
 def _scalar_slot(ptr: Any) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Iterable
 
+from fir.ir.accumulators import Merge
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 
@@ -332,3 +333,22 @@ def lower(plan: KernelPlan, native: Native) -> KernelPlan:
     docstring); the plan itself where nothing is lowered."""
     instrs = lower_instrs(plan.instrs, native)
     return plan if instrs is plan.instrs else dataclasses.replace(plan, instrs=instrs)
+
+
+def lower_steps(spec: Merge, native: Native) -> tuple[dict[str, Compute], dict[str, DType]]:
+    """The steps of an accumulator's update or merge (:mod:`fir.ir.accumulators`) as plan
+    instructions, by the name each defines, lowered as a kernel's ops are for a renderer that
+    writes the ops ``native`` itself; and the dtype of every name they read or define."""
+    steps: dict[str, Compute] = {}
+    computes: list[Instr] = [
+        Compute(s.dst, s.op, tuple(map(_operand, s.args)), s.dtype) for s in spec.steps
+    ]
+    for step in lower_instrs(computes, native):
+        assert isinstance(step, Compute)  # each step has a named operand: none is folded
+        steps[step.dst] = step
+    return steps, {**spec.dtypes, **{s.dst: s.dtype for s in steps.values()}}
+
+
+def _operand(a: str | float | int | bool) -> Operand:
+    """An argument of an accumulator's step as an operand of a plan instruction."""
+    return a if isinstance(a, str) else Literal(a)
