@@ -29,7 +29,6 @@ calls (digamma and erfinv excepted). An op the back end does not cover would rai
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 from typing import Any
@@ -70,14 +69,9 @@ F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 # fast-math flags on a float sum or product's accumulator update: ``reassoc`` lets the loop
 # vectoriser keep one partial sum per lane (the order of the additions changes, the result
 # within rounding); ``nsz`` lets it start the lanes at +0.0. Never ``nnan``/``ninf``: NaN and
-# infinities propagate as in the interpreter. FIR_LLVM_REASSOC=0 keeps the sequential order.
+# infinities propagate as in the interpreter. Which kinds take them is the schedule's
+# (``reassociates``: sums and products, unless FIR_LLVM_REASSOC=0 keeps the sequential order).
 REASSOC_FLAGS = ("reassoc", "nsz")
-REASSOCIATES = ("sum", "prod")  # the kinds whose update takes them
-
-
-def reassociate() -> bool:
-    """Whether float sums and products may be reassociated (``FIR_LLVM_REASSOC``, default 1)."""
-    return os.environ.get("FIR_LLVM_REASSOC", "1") != "0"
 
 
 UNSUPPORTED: tuple[str, ...] = ()  # digamma and erfinv: vecmath.py, f32 and f64
@@ -754,7 +748,7 @@ class _Kernel(NestWalker):
             return
         for slot, r in zip(slots, spec.results):
             b.store(read(r), slot)
-        if kind in REASSOCIATES and t.is_float and reassociate():
+        if kind in self.schedule.reassociates and t.is_float:
             read(spec.results[0]).flags.extend(REASSOC_FLAGS)
 
     def steps(

@@ -103,7 +103,10 @@ class Family:
     ``chunks_per_thread``: the runtime cuts the parallel loop's range into this many chunks a
     thread, which the threads take in turn (:func:`chunks`; 0: the target's own split, as
     OpenMP's static schedule). ``turns_tiles``: a tiled nest reads its transposed loads of
-    4- and 2-byte elements from a turned copy of the tile (:func:`turned_loads`)."""
+    4- and 2-byte elements from a turned copy of the tile (:func:`turned_loads`).
+    ``reassociates``: the accumulator kinds left to the target's vectoriser whose float
+    update it may reassociate (one partial result per vector lane: the order of the
+    additions changes, the result within rounding), unless ``FIR_LLVM_REASSOC=0``."""
 
     name: str
     collapse: bool
@@ -116,6 +119,7 @@ class Family:
     f16_block: int = 0
     chunks_per_thread: int = 0
     turns_tiles: bool = False
+    reassociates: frozenset[str] = frozenset()
 
 
 # 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes).
@@ -157,6 +161,7 @@ LLVM = Family(
     interleave=int(os.environ.get("FIR_LLVM_INTERLEAVE", "2")),
     chunks_per_thread=4,
     turns_tiles=True,
+    reassociates=frozenset({"sum", "prod"}),
 )
 
 
@@ -219,6 +224,9 @@ class KernelSchedule:
     # vector iterations the target's vectoriser is asked to interleave in every loop of the
     # kernel (1: no hint): the family's, in a compute-heavy kernel
     interleave: int = 1
+    # the accumulator kinds whose float update may be reassociated (the family's, where
+    # FIR_LLVM_REASSOC=0 does not keep every sum in order)
+    reassociates: frozenset[str] = frozenset()
 
     def one_thread(self) -> bool:
         """Below the grain the kernel runs on one thread."""
@@ -765,4 +773,6 @@ def schedule(plan: KernelPlan, family: Family) -> KernelSchedule:
         nests = _whole_reductions(plan, items, family, ints)
     heavy = costly_ops(plan) >= HEAVY_OPS
     interleave = family.interleave if heavy else 1
-    return KernelSchedule(plan.name, family, _work(plan), tuple(nests), interleave)
+    in_order = os.environ.get("FIR_LLVM_REASSOC", "1") == "0"
+    reassociates = frozenset() if in_order else family.reassociates
+    return KernelSchedule(plan.name, family, _work(plan), tuple(nests), interleave, reassociates)
