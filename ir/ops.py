@@ -235,6 +235,22 @@ BINARY_INT = ["bitwise_and", "bitwise_or", "bitwise_xor", "shl", "shr"]
 BINARY_LOGICAL = ["logical_and", "logical_or", "logical_xor"]
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 
+# Elementwise ops that eager PyTorch (on the CPU) applies to a trailing Python scalar at the
+# compute precision (f32 for f16 and bf16) instead of rounding it to the tensor's dtype first:
+# ``x * 0.1`` multiplies by 0.1f, ``x + 0.1`` adds 0.1 rounded to half. The interpreter hands
+# torch the scalar, so this is its rule too (tests/backends/test_literal_rounding.py checks the
+# table against it).
+SCALAR_AT_COMPUTE_PRECISION = frozenset({"mul", "div", "floordiv"})
+
+
+def literal_in_op_dtype(op: str, position: int, leading_tensor: bool) -> bool:
+    """Whether literal operand ``position`` of elementwise ``op`` is a value of the op's dtype
+    (rounded to it, for f16 and bf16) rather than of its compute dtype: every literal but a
+    trailing one of :data:`SCALAR_AT_COMPUTE_PRECISION` after a tensor (``leading_tensor``:
+    the first operand is not a literal). ``where``'s condition is no float."""
+    return not (leading_tensor and position > 0 and op in SCALAR_AT_COMPUTE_PRECISION)
+
+
 for _n in UNARY_FLOAT:
     _register(OpSpec(_n, "unary", 1, 1, _elementwise(_n, "float", "same"), scalar=True))
 for _n in UNARY_NUMERIC:

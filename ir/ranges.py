@@ -207,7 +207,7 @@ class _BodyRanges:
                 return None
             # a size symbol (positive, not a loop's) is at least 1 and fits an int64: a
             # dynamic T5's buckets, from ``mod(i0, s27)``, are proven as its static ones are
-            free = getattr(op.index, "free_symbols", set())
+            free: set[sympy.Symbol] = getattr(op.index, "free_symbols", set())
             sizes = {s: (1, INT64_MAX) for s in free if s.is_positive and s not in self.loops}
             b: Range | None = bounds(op.index, {**self.loops, **sizes})
             return (float(b[0]), float(b[1])) if b is not None else None

@@ -49,9 +49,10 @@ from fir.backends.plan.schedule import (
     schedule,
 )
 from fir.ir.accumulators import Merge, merge, state, update
-from fir.ir.dtypes import DType, saturating_type
+from fir.ir.dtypes import DType, literal_value, saturating_type
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
+from fir.ir.ops import literal_in_op_dtype
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from .omp import add_driver
@@ -278,17 +279,20 @@ class _Kernel(NestWalker):
             return reduce(pick, [self.index(x) for x in e.args])
         raise LLVMRenderError(f"kernel {self.plan.name}: index {e} ({type(e).__name__})")
 
-    def operand(self, o: Any, dtype: DType) -> Any:
+    def operand(self, o: Any, dtype: DType, exact: bool = True) -> Any:
         if isinstance(o, Literal):
-            return self.const(o.value, dtype)
+            return self.const(o.value, dtype, exact)
         return self.vals[o]
 
-    def const(self, v: Any, dtype: DType) -> Any:
+    def const(self, v: Any, dtype: DType, exact: bool = True) -> Any:
+        """Literal ``v`` in ``dtype``'s compute type; ``exact``: a value of ``dtype`` (an f16 or
+        bf16 literal rounded to it first, as the interpreter makes it), else of the compute
+        type (a trailing scalar of mul, div and floordiv: ``literal_in_op_dtype``)."""
         ty = value_type(dtype)
         if v is None:
             v = 0
         if dtype.is_float:
-            return ir.Constant(ty, float(v))
+            return ir.Constant(ty, literal_value(float(v), dtype, exact))
         if dtype.is_bool:
             return ir.Constant(I1, 1 if v else 0)
         return ir.Constant(ty, int(v))
@@ -633,8 +637,13 @@ class _Kernel(NestWalker):
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
         src = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
+        leading_tensor = not isinstance(i.args[0], Literal)
         args = [
-            self.operand(a, DType.BOOL if (i.op == "where" and k == 0) else src)
+            self.operand(
+                a,
+                DType.BOOL if (i.op == "where" and k == 0) else src,
+                literal_in_op_dtype(i.op, k, leading_tensor),
+            )
             for k, a in enumerate(i.args)
         ]
         bounded = MATH_F32_BOUNDED.get(i.op) if value_type(src) == F32 else None

@@ -20,8 +20,9 @@ import dataclasses
 from collections.abc import Callable, Collection, Iterable
 
 from fir.ir.accumulators import Merge
-from fir.ir.dtypes import DType
+from fir.ir.dtypes import DType, literal_value
 from fir.ir.graph import Literal
+from fir.ir.ops import literal_in_op_dtype
 
 from .instructions import AccResult, Compute, Constant, IndexValue, Instr, Load, Operand
 from .kernel import KernelPlan
@@ -93,9 +94,33 @@ def _safe_divisor(b: _Builder, divisor: Operand, d: DType) -> tuple[Operand, str
     return b.op("where", minus_one, Literal(1), divisor, dtype=d), minus_one
 
 
+def _in_compute_dtype(b: _Builder, i: Compute) -> tuple[Operand, Operand, DType]:
+    """The operands of f16/bf16 op ``i`` as values of its compute dtype (f32), for a lowering
+    whose steps eager PyTorch takes at that precision, rounding only the result: a literal
+    the value it has in the op (:func:`~fir.ir.ops.literal_in_op_dtype`), a value cast."""
+    c = i.dtype.compute_dtype
+    leading_tensor = not isinstance(i.args[0], Literal)
+    out: list[Operand] = []
+    for k, a in enumerate(i.args):
+        if isinstance(a, Literal) and isinstance(a.value, (int, float)):
+            exact = literal_in_op_dtype(i.op, k, leading_tensor)
+            out.append(Literal(literal_value(float(a.value), i.dtype, exact)))
+        elif isinstance(a, Literal):
+            out.append(a)
+        else:
+            out.append(b.op("cast", a, dtype=c))
+    return out[0], out[1], c
+
+
 def _floordiv(b: _Builder, i: Compute) -> None:
     x, y = i.args
     d = i.dtype
+    if d.is_float and d.compute_dtype is not d:  # in f32, the quotient rounded once
+        x, y, c = _in_compute_dtype(b, i)
+        q = b.fresh()
+        _floordiv(b, Compute(q, "floordiv", (x, y), c))
+        b.op("cast", q, dtype=d, dst=i.dst)
+        return
     if d.is_float:
         # through fmod, so that a // b * b + a % b == a (torch's): the quotient of the exact
         # multiple, one less where the remainder's sign is not the divisor's, rounded to the
