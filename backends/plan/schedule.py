@@ -258,11 +258,14 @@ class KernelSchedule:
         return f16_blocked(self.family, items, var, size, turned)
 
     def text(self) -> str:
-        """One line per kernel: ``schedule KERNEL [FAMILY]: THREADS[; interleave N]; NEST;
-        NEST…``, each nest its loops as they run, outermost first."""
+        """One line per kernel: ``schedule KERNEL [FAMILY]: THREADS[; interleave N]
+        [; reassociating KINDS]; NEST; NEST…``, each nest its loops as they run, outermost
+        first."""
         parts = [self.threads_text()]
         if self.interleave > 1:
             parts.append(f"interleave {self.interleave}")
+        if self.reassociates:  # the target may reorder these float sums (one per vector lane)
+            parts.append(f"reassociating {', '.join(sorted(self.reassociates))}")
         parts += [
             ", ".join(self._loop_text(lp) for lp in n.loops)
             + (f", turning {', '.join(n.turned)}" if n.turned else "")
@@ -774,5 +777,7 @@ def schedule(plan: KernelPlan, family: Family) -> KernelSchedule:
     heavy = costly_ops(plan) >= HEAVY_OPS
     interleave = family.interleave if heavy else 1
     in_order = os.environ.get("FIR_LLVM_REASSOC", "1") == "0"
-    reassociates = frozenset() if in_order else family.reassociates
+    # of the family's kinds, those this kernel accumulates floats in
+    floats = {i.kind for i in plan.instrs if isinstance(i, AccInit) and i.dtype.is_float}
+    reassociates = frozenset() if in_order else family.reassociates & floats
     return KernelSchedule(plan.name, family, _work(plan), tuple(nests), interleave, reassociates)
