@@ -16,19 +16,7 @@ from typing import Any
 import sympy
 import torch
 from fir.backends.plan import KernelPlan
-from fir.backends.plan.instructions import (
-    AccInit,
-    AccResult,
-    Accumulate,
-    CheckIndex,
-    Compute,
-    Constant,
-    IndexValue,
-    Load,
-    LoopBegin,
-    LoopEnd,
-    Store,
-)
+from fir.backends.plan import instructions as ins
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 from fir.ir.interpreter import apply_elementwise, cast_tensor, eval_index, literal_tensor
@@ -92,7 +80,7 @@ class _Run:
         instrs = self.plan.instrs
         while k < end:
             i = instrs[k]
-            if isinstance(i, LoopBegin):
+            if isinstance(i, ins.LoopBegin):
                 close = self.match[k]
                 var = sympy.Symbol(i.var, integer=True, nonnegative=True)
                 for v in range(self.index(i.size)):
@@ -104,13 +92,13 @@ class _Run:
             k += 1
 
     def step(self, i: Any) -> None:
-        if isinstance(i, Load):
+        if isinstance(i, ins.Load):
             if i.mask is not None and not bool(self.values[i.mask]):
                 other = i.other if i.other is not None else Literal(0)
                 self.values[i.dst] = literal_tensor(other.value, i.dtype.to_torch())
             else:
                 self.values[i.dst] = self.buffers[i.buffer][self.index(i.index)].clone()
-        elif isinstance(i, Compute):
+        elif isinstance(i, ins.Compute):
             args = [self.operand(a) for a in i.args]
             if i.op == "cast":
                 (a,) = args
@@ -120,25 +108,25 @@ class _Run:
                 return
             out = apply_elementwise(i.op, args, i.dtype.to_torch())
             self.values[i.dst] = out.to(i.dtype.to_torch())
-        elif isinstance(i, Constant):
+        elif isinstance(i, ins.Constant):
             self.values[i.dst] = literal_tensor(i.value.value, i.dtype.to_torch())
-        elif isinstance(i, IndexValue):
+        elif isinstance(i, ins.IndexValue):
             self.values[i.dst] = torch.tensor(self.index(i.index), dtype=i.dtype.to_torch())
-        elif isinstance(i, CheckIndex):
+        elif isinstance(i, ins.CheckIndex):
             v = int(self.values[i.src])
             if not 0 <= v < self.index(i.bound):
                 raise _Fault(i.code, v)
             self.env[sympy.Symbol(i.symbol, integer=True)] = v
             self.values[i.symbol] = v
-        elif isinstance(i, AccInit):
+        elif isinstance(i, ins.AccInit):
             self.accs[i.acc] = []
-        elif isinstance(i, Accumulate):
+        elif isinstance(i, ins.Accumulate):
             v = self.operand(i.value)
             if isinstance(v, Literal):
                 v = literal_tensor(v.value, i.dtype.to_torch())
             at = self.index(i.rindex) if i.rindex is not None else 0
             self.accs[i.acc].append((at, v.to(i.dtype.to_torch()).reshape(())))
-        elif isinstance(i, AccResult):
+        elif isinstance(i, ins.AccResult):
             from fir.ir.interpreter import _reduce_rows
 
             # argmax/argmin count positions row-major over the reduced loops as the IR writes
@@ -148,12 +136,12 @@ class _Run:
             outs = _reduce_rows(i.kind, rows.reshape(1, -1), [d.to_torch() for d in i.dtypes])
             for name, out in zip(i.dsts, outs):
                 self.values[name] = out.reshape(())
-        elif isinstance(i, Store):
+        elif isinstance(i, ins.Store):
             v = self.operand(i.value)
             if isinstance(v, Literal):
                 v = literal_tensor(v.value, i.dtype.to_torch())
             self.buffers[i.buffer][self.index(i.index)] = v.to(i.dtype.to_torch())
-        elif isinstance(i, LoopEnd):  # pragma: no cover - consumed by block
+        elif isinstance(i, ins.LoopEnd):  # pragma: no cover - consumed by block
             pass
         else:  # pragma: no cover
             raise TypeError(i)
@@ -163,9 +151,9 @@ def _match_loops(plan: KernelPlan) -> dict[int, int]:
     out: dict[int, int] = {}
     stack: list[int] = []
     for k, i in enumerate(plan.instrs):
-        if isinstance(i, LoopBegin):
+        if isinstance(i, ins.LoopBegin):
             stack.append(k)
-        elif isinstance(i, LoopEnd):
+        elif isinstance(i, ins.LoopEnd):
             out[stack.pop()] = k
     return out
 

@@ -11,20 +11,8 @@ from typing import Any
 import sympy
 from fir.ir.types import Dim
 
+from . import instructions as ins
 from .index_text import stride
-from .instructions import (
-    AccResult,
-    Accumulate,
-    CheckIndex,
-    Compute,
-    Constant,
-    IndexValue,
-    Instr,
-    Load,
-    LoopBegin,
-    LoopEnd,
-    Store,
-)
 
 
 @dataclass
@@ -39,19 +27,19 @@ class Loop:
     parallel: bool = False
 
 
-Item = Instr | Loop
+Item = ins.Instr | Loop
 
 
-def loop_tree(instrs: list[Instr]) -> list[Item]:
+def loop_tree(instrs: list[ins.Instr]) -> list[Item]:
     """Nest the flat list: every ``loop``…``end`` pair becomes a :class:`Loop`."""
     root: list[Item] = []
     stack: list[list[Item]] = [root]
     for i in instrs:
-        if isinstance(i, LoopBegin):
+        if isinstance(i, ins.LoopBegin):
             lp = Loop(i.var, i.size, i.reduction, parallel=i.parallel)
             stack[-1].append(lp)
             stack.append(lp.body)
-        elif isinstance(i, LoopEnd):
+        elif isinstance(i, ins.LoopEnd):
             stack.pop()
         else:
             stack[-1].append(i)
@@ -60,9 +48,9 @@ def loop_tree(instrs: list[Instr]) -> list[Item]:
     return root
 
 
-def walk(items: list[Item]) -> list[Instr]:
+def walk(items: list[Item]) -> list[ins.Instr]:
     """Every instruction under ``items``, loops flattened, in order."""
-    out: list[Instr] = []
+    out: list[ins.Instr] = []
     for it in items:
         if isinstance(it, Loop):
             out += walk(it.body)
@@ -88,34 +76,34 @@ def has_loops(items: list[Item]) -> bool:
     return any(isinstance(it, Loop) for it in items)
 
 
-def defines(i: Instr) -> tuple[str, ...]:
-    if isinstance(i, (Load, Compute, Constant, IndexValue)):
+def defines(i: ins.Instr) -> tuple[str, ...]:
+    if isinstance(i, (ins.Load, ins.Compute, ins.Constant, ins.IndexValue)):
         return (i.dst,)
-    if isinstance(i, CheckIndex):
+    if isinstance(i, ins.CheckIndex):
         return (i.symbol,)
-    if isinstance(i, AccResult):
+    if isinstance(i, ins.AccResult):
         return i.dsts
     return ()
 
 
-def uses(i: Instr) -> set[str]:
+def uses(i: ins.Instr) -> set[str]:
     """Value names (and indirect symbols) an instruction reads."""
     out: set[str] = set()
     for attr in ("index", "rindex"):
         e = getattr(i, attr, None)
         if e is not None and not isinstance(e, int):
             out |= {s.name for s in sympy.sympify(e).free_symbols}
-    if isinstance(i, Load) and i.mask is not None:
+    if isinstance(i, ins.Load) and i.mask is not None:
         out.add(i.mask)
-    if isinstance(i, Compute):
+    if isinstance(i, ins.Compute):
         out |= {a for a in i.args if isinstance(a, str)}
-    if isinstance(i, CheckIndex):
+    if isinstance(i, ins.CheckIndex):
         out.add(i.src)
         if i.mask is not None:
             out.add(i.mask)
-    if isinstance(i, (Accumulate, Store)) and isinstance(i.value, str):
+    if isinstance(i, (ins.Accumulate, ins.Store)) and isinstance(i.value, str):
         out.add(i.value)
-    if isinstance(i, AccResult):
+    if isinstance(i, ins.AccResult):
         out.add(i.acc)
     return out
 
@@ -127,17 +115,17 @@ def positive(size: Dim) -> bool:
     return bool(sympy.sympify(size).is_positive)
 
 
-def hoist(items: list[Item], var: str, per_lane: set[str]) -> tuple[list[Instr], list[Item]]:
+def hoist(items: list[Item], var: str, per_lane: set[str]) -> tuple[list[ins.Instr], list[Item]]:
     """Split the body of loop ``var`` into what does not depend on ``var`` (run once before the
     loop) and the rest. ``per_lane``: values that already vary with ``var``. Stores,
     accumulations and nested loops stay."""
     varying = set(per_lane) | {var}
-    out: list[Instr] = []
+    out: list[ins.Instr] = []
     rest: list[Item] = []
     for it in items:
-        if isinstance(it, (Load, Compute, Constant, IndexValue, CheckIndex)) and not (
-            uses(it) & varying
-        ):
+        if isinstance(
+            it, (ins.Load, ins.Compute, ins.Constant, ins.IndexValue, ins.CheckIndex)
+        ) and not (uses(it) & varying):
             out.append(it)
             continue
         rest.append(it)
@@ -163,7 +151,7 @@ def walks_columns(x: str, reductions: list[Loop]) -> bool:
     for lp in reductions:
         r = chain(lp)[-1].var
         for i in walk(lp.body):
-            if isinstance(i, Load):
+            if isinstance(i, ins.Load):
                 if step(i.index, r) == 1:
                     score -= 1
                 elif step(i.index, x) == 1:

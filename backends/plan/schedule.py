@@ -27,20 +27,8 @@ from fir.ir.graph import Literal
 from fir.ir.ops import COSTLY_OPS
 from fir.ir.types import Dim, dim_str, dims_mul
 
+from . import instructions as ins
 from .index_text import stride
-from .instructions import (
-    DIVIDES,
-    AccInit,
-    AccResult,
-    Accumulate,
-    CheckIndex,
-    Compute,
-    Constant,
-    IndexValue,
-    Instr,
-    Load,
-    Store,
-)
 from .kernel import KernelPlan
 from .loop_tree import (
     Item,
@@ -253,7 +241,7 @@ class KernelSchedule:
 
     def f16_blocked(
         self, items: list[Item], var: str, size: Dim, turned: tuple[str, ...] = ()
-    ) -> tuple[list[Load], list[Store]] | None:
+    ) -> tuple[list[ins.Load], list[ins.Store]] | None:
         """:func:`f16_blocked` for this kernel's family."""
         return f16_blocked(self.family, items, var, size, turned)
 
@@ -290,11 +278,11 @@ def int_values(plan: KernelPlan) -> set[str]:
     """The plan's values of integer dtypes (an integer division by them may fail)."""
     out: set[str] = set()
     for i in plan.instrs:
-        if isinstance(i, (Load, Compute, Constant, IndexValue)):
+        if isinstance(i, (ins.Load, ins.Compute, ins.Constant, ins.IndexValue)):
             pairs = [(i.dst, i.dtype)]
-        elif isinstance(i, CheckIndex):
+        elif isinstance(i, ins.CheckIndex):
             pairs = [(i.symbol, DType.I64)]
-        elif isinstance(i, AccResult):
+        elif isinstance(i, ins.AccResult):
             pairs = list(zip(i.dsts, i.dtypes))
         else:
             continue
@@ -302,12 +290,12 @@ def int_values(plan: KernelPlan) -> set[str]:
     return out
 
 
-def can_fail(i: Instr, int_operands: set[str]) -> bool:
+def can_fail(i: ins.Instr, int_operands: set[str]) -> bool:
     """An index check, or an integer division whose divisor may be zero: such a loop leaves
     an iteration early, so it is never vectorised nor split among threads."""
-    if isinstance(i, CheckIndex):
+    if isinstance(i, ins.CheckIndex):
         return True
-    if isinstance(i, Compute) and i.op in DIVIDES:
+    if isinstance(i, ins.Compute) and i.op in ins.DIVIDES:
         a, b = i.args[0], i.args[1]
         integer = (isinstance(a, str) and a in int_operands) or (
             isinstance(b, str) and b in int_operands
@@ -326,9 +314,9 @@ def contiguous(items: list[Item], var: str) -> bool:
     covered in part)."""
     unit = strided = 0
     for i in walk(items):
-        if isinstance(i, Store) and step(i.index, var) != 1:
+        if isinstance(i, ins.Store) and step(i.index, var) != 1:
             return False
-        if isinstance(i, Load):
+        if isinstance(i, ins.Load):
             s = step(i.index, var)
             if s == 1:
                 unit += 1
@@ -361,14 +349,14 @@ def independent(items: list[Item], var: str, aliased: frozenset[str] | None) -> 
     """
     instrs = walk(items)
     for i in instrs:
-        if isinstance(i, CheckIndex):
+        if isinstance(i, ins.CheckIndex):
             return False
-        if isinstance(i, Compute) and i.op in DIVIDES and not i.dtype.is_float:
+        if isinstance(i, ins.Compute) and i.op in ins.DIVIDES and not i.dtype.is_float:
             return False
-    stores = [i for i in instrs if isinstance(i, Store)]
+    stores = [i for i in instrs if isinstance(i, ins.Store)]
     if any(step(s.index, var) != 1 for s in stores):
         return False
-    loads = [i for i in instrs if isinstance(i, Load)]
+    loads = [i for i in instrs if isinstance(i, ins.Load)]
 
     def overlap(a: str, b: str) -> bool:
         return a == b or aliased is None or (a in aliased and b in aliased)
@@ -421,7 +409,7 @@ def narrower(items: list[Item], var: str, inner: str) -> bool:
     [48, 4096] C++ 0.82 -> 0.32 ms, LLVM 0.91 -> 0.26; [40, 1024] 0.25 -> 0.05, 0.19 ->
     0.06); the stores-only rule lost where the loads' stride is the wider ([4096, 48]: 0.34
     -> 0.42 ms, 0.34 -> 0.49). Comparing strides keeps the better order in all four."""
-    stores = [i for i in walk(items) if isinstance(i, Store)]
+    stores = [i for i in walk(items) if isinstance(i, ins.Store)]
     if not stores or any(step(s.index, var) != 1 for s in stores):
         return False
     mine, theirs = _widest(items, var), _widest(items, inner)
@@ -433,7 +421,7 @@ def _widest(items: list[Item], var: str) -> int | None:
     does not walk in order (0: none); None where one is not a known number."""
     widest = 0
     for i in walk(items):
-        if isinstance(i, (Load, Store)):
+        if isinstance(i, (ins.Load, ins.Store)):
             s = step(i.index, var)
             if not isinstance(s, int) and not (isinstance(s, sympy.Integer)):
                 return None
@@ -444,7 +432,7 @@ def _widest(items: list[Item], var: str) -> int | None:
 
 def f16_blocks(
     items: list[Item], var: str, turned: tuple[str, ...] = ()
-) -> tuple[list[Load], list[Store]]:
+) -> tuple[list[ins.Load], list[ins.Store]]:
     """The f16 loads and stores of the vectorised loop ``var`` over ``items`` that convert a
     block at a time (a family's ``f16_block``): those that step by one element, and the
     ``turned`` loads (read in order from a turned copy of their tile). Not a masked
@@ -454,17 +442,17 @@ def f16_blocks(
     instrs = walk(items)
     made = {d for i in instrs for d in defines(i)}
     unmasked = {
-        i.dst for i in instrs if isinstance(i, Load) and i.dtype is DType.F16 and i.mask is None
+        i.dst for i in instrs if isinstance(i, ins.Load) and i.dtype is DType.F16 and i.mask is None
     }
 
-    def copy(i: Instr) -> bool:
-        return isinstance(i, Store) and i.dtype is DType.F16 and i.value in unmasked
+    def copy(i: ins.Instr) -> bool:
+        return isinstance(i, ins.Store) and i.dtype is DType.F16 and i.value in unmasked
 
     read = {u for i in instrs if not copy(i) for u in uses(i)}
     loads = [
         i
         for i in instrs
-        if isinstance(i, Load)
+        if isinstance(i, ins.Load)
         and i.dst in unmasked
         and i.dst in read
         and (step(i.index, var) == 1 or i.dst in turned)
@@ -472,7 +460,7 @@ def f16_blocks(
     stores = [
         i
         for i in instrs
-        if isinstance(i, Store)
+        if isinstance(i, ins.Store)
         and i.dtype is DType.F16
         and isinstance(i.value, str)
         and i.value in made
@@ -506,7 +494,7 @@ def reduction_lanes(family: Family, inner: Loop, ints: set[str], split: bool = F
     loop inside and, for a family that vectorises its loops itself, where the loop over the
     lanes vectorises (its invariants hoisted). ``split``: ``inner`` is a thread's part of a
     split reduction (its range is not known here)."""
-    kinds = [i.kind for i in inner.body if isinstance(i, Accumulate)]
+    kinds = [i.kind for i in inner.body if isinstance(i, ins.Accumulate)]
     if not kinds or has_loops(inner.body):
         return 0
     if family.vectors and not vectorises(innermost_rest(inner), inner.var, ints):
@@ -542,7 +530,7 @@ def phases_f16(family: Family, items: list[Item], ints: set[str]) -> int:
     loops), where one of them converts f16 a block at a time (:func:`reduction_f16`)."""
     kinds: list[str] = []
     for it in items:
-        if isinstance(it, AccInit):
+        if isinstance(it, ins.AccInit):
             kinds.append(it.kind)
         elif isinstance(it, Loop):
             if reduction_f16(family, it, kinds, ints):
@@ -555,7 +543,7 @@ def phases_f16(family: Family, items: list[Item], ints: set[str]) -> int:
 
 def f16_blocked(
     family: Family, items: list[Item], var: str, size: Dim, turned: tuple[str, ...] = ()
-) -> tuple[list[Load], list[Store]] | None:
+) -> tuple[list[ins.Load], list[ins.Store]] | None:
     """The f16 loads and stores that the vectorised loop ``var`` over ``items`` (its
     invariants hoisted) of a dimension of ``size`` converts a block at a time, in blocks of
     ``family``'s ``f16_block`` (:func:`f16_blocks`); None: the loop runs unblocked (the family
@@ -574,7 +562,7 @@ def f16_blocked(
 def costly_ops(plan: KernelPlan) -> int:
     """The plan's costly ops (exp, sin, division ...): from ``HEAVY_OPS`` a kernel is
     compute-bound."""
-    return sum(isinstance(i, Compute) and i.op in COSTLY_OPS for i in plan.instrs)
+    return sum(isinstance(i, ins.Compute) and i.op in COSTLY_OPS for i in plan.instrs)
 
 
 def tile_side(plan: KernelPlan) -> int:
@@ -615,7 +603,7 @@ TURNED_SIDE = 64
 def turned_side(items: list[Item], turned: tuple[str, ...]) -> int:
     """The side of a tile whose ``turned`` loads (of ``items``) are read from turned copies:
     :data:`TURNED_SIDE` 4-byte elements, as many bytes a row for narrower ones."""
-    sizes = [i.dtype.itemsize for i in walk(items) if isinstance(i, Load) and i.dst in turned]
+    sizes = [i.dtype.itemsize for i in walk(items) if isinstance(i, ins.Load) and i.dst in turned]
     return TURNED_SIDE * 4 // min(sizes)
 
 
@@ -632,7 +620,11 @@ def turned_loads(family: Family, rest: list[Item], outer: Loop, inner: Loop) -> 
     defined = {d for i in walk(rest) for d in defines(i)}
     out = []
     for i in walk(rest):
-        if not isinstance(i, Load) or i.mask is not None or i.dtype.itemsize not in TURN_ITEMSIZES:
+        if (
+            not isinstance(i, ins.Load)
+            or i.mask is not None
+            or i.dtype.itemsize not in TURN_ITEMSIZES
+        ):
             continue
         symbols = {str(x): x for x in getattr(i.index, "free_symbols", ())}
         a, b = symbols.get(outer.var), symbols.get(inner.var)
@@ -658,7 +650,7 @@ def column_reduction(plan: KernelPlan, loops: list[Loop], family: Family) -> boo
     if family.crossing_checks:
         return True
     crossing = column_segments(inner)[2]
-    return not any(isinstance(i, CheckIndex) and i.symbol in crossing for i in walk(inner.body))
+    return not any(isinstance(i, ins.CheckIndex) and i.symbol in crossing for i in walk(inner.body))
 
 
 def keeps_scratch_rows(plan: KernelPlan) -> bool:
@@ -755,7 +747,7 @@ def _whole_reductions(
             f16 = reduction_f16(family, it, pending, ints, split)
             out.append(NestSchedule((ScheduledLoop(it.var, kind, split, f16=f16),)))
         # the accumulators a loop updates are those initialised right before it
-        pending = [*pending, it.kind] if isinstance(it, AccInit) else []
+        pending = [*pending, it.kind] if isinstance(it, ins.AccInit) else []
     return out
 
 
@@ -778,6 +770,6 @@ def schedule(plan: KernelPlan, family: Family) -> KernelSchedule:
     interleave = family.interleave if heavy else 1
     in_order = os.environ.get("FIR_LLVM_REASSOC", "1") == "0"
     # of the family's kinds, those this kernel accumulates floats in
-    floats = {i.kind for i in plan.instrs if isinstance(i, AccInit) and i.dtype.is_float}
+    floats = {i.kind for i in plan.instrs if isinstance(i, ins.AccInit) and i.dtype.is_float}
     reassociates = frozenset() if in_order else family.reassociates & floats
     return KernelSchedule(plan.name, family, _work(plan), tuple(nests), interleave, reassociates)
