@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import fir_ops
 from .dtypes import DType
 from .errors import ExternResultError, FirError, Location
 from .graph import ExternNode, Node, Value, alias_root
@@ -115,6 +116,8 @@ def resolve_callee(name: str, error: type[FirError] = FirError) -> Callable[...,
     if name in TORCH_FUNCTIONS:
         return {"torch.tensor": torch.tensor}[name]
     namespace, op, *overload = name.split(".")
+    if namespace == fir_ops.NAMESPACE:  # FIR's own operators exist once defined
+        fir_ops.define()
     unknown = f'unknown extern callee "{name}"'
     # ``torch.ops.X`` makes an empty namespace for any X (no code runs); anything else that
     # ``torch.ops`` holds under that name is not a namespace

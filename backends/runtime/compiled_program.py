@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 
 import sympy
 import torch
+from fir.ir import fir_ops
 from fir.ir.errors import FirError, KernelIndexError, KernelZeroDivisionError
 from fir.ir.externs import (
     ExternCallError,
@@ -44,6 +45,7 @@ from fir.ir.types import TensorType
 
 from ..plan import DIVISION_BY_ZERO, Buffer, ExternStep, KernelStep, ProgramPlan
 from ..plan.index_text import IndexSyntax, print_index
+from . import fir_ops_cuda
 from .buffers import allocate
 from .fast_call import build_fast_plan, build_specialization, call_fast
 from .layouts import flat_view, same_layout, scatter, storage_dtype, view
@@ -474,6 +476,8 @@ class _Call:
 def _resolve(node: Any, callee: str) -> Any:
     """The op ``node`` calls (``callee``: its own, or the plan's in-place variant), looked up
     as the interpreter does; an error names the node."""
+    if callee.startswith(fir_ops.NAMESPACE + "."):
+        fir_ops_cuda.register()  # FIR's own operators, with their GPU kernels
     try:
         return resolve_callee(callee, ExternCallError)
     except ExternCallError as e:

@@ -23,6 +23,19 @@ one copy of the product. ``benchmarks/gemm_padding.py`` measured where that pays
 (docs/benchmarks/gemm-padding.md): 3.4x for the LM head, 1.1x at 3e8 multiply-adds, a loss
 (0.92x) at 7e7; ``min-macs`` is 2^28 (2.7e8).
 
+A product that is only returned to the user (through views), with unaligned output rows but
+aligned operands (GPT-2's LM head at inference), is not padded: the copy into dense rows would
+undo much of the gain (on an H200: 0.56 ms for the padded product with its padded weight, then
+0.22 ms for FIR's copy kernel, 0.42 for ATen's). It calls FIR's own matmul, which writes dense
+rows of any length (0.59 ms; :mod:`fir.ir.fir_ops`; GPT-2's inference step 2.64 -> 2.48 ms of
+device time)::
+
+    %x.rows = reshape %x : bf16[4096, 768]
+    %mm.rows = extern "fir.mm_t.default"(%x.rows, %w) : bf16[4096, 50257]   # a @ w.T
+    %mm = reshape %mm.rows : bf16[8, 512, 50257]
+
+``mm-t=false`` pads such a product too.
+
 Only the ``cuda`` pipeline runs this pass: CPU BLAS libraries have no such cliff.
 """
 
@@ -32,7 +45,8 @@ from typing import Any
 
 import sympy
 from fir.ir.dtypes import DType
-from fir.ir.graph import Graph, Module, Node, Operand, TensorOp, Value, unique_name
+from fir.ir.graph import ExternNode, Graph, Module, Node, Operand, TensorOp, Value, unique_name
+from fir.ir.ops import OPS
 from fir.ir.rewrite import substitute_operands
 from fir.ir.symbolic import evaluate, free_symbols, size_symbol
 from fir.ir.types import TensorType
@@ -41,6 +55,10 @@ from ..base import Option, OptionError, Pass
 
 ALIGN_BYTES = 16  # what cuBLAS's TMA kernels need of every leading dimension
 _PADDED_DTYPES = frozenset({DType.F16, DType.BF16, DType.F32})
+# what FIR's own dense-row matmul takes (its Triton kernel multiplies f16/bf16 on tensor cores;
+# an f32 product stays cuBLAS's, in full f32 as eager computes it)
+_MM_T_DTYPES = frozenset({DType.F16, DType.BF16})
+MM_T = "fir.mm_t.default"
 
 
 def padded(size: int, itemsize: int) -> int:
@@ -54,23 +72,30 @@ class PadMatmulPass(Pass):
     summary = "pad a large matmul's unaligned inner or output dimension (GPU matmul libraries)"
     options = {
         "min-macs": Option(int, 1 << 28, "smallest product padded, in multiply-adds (M*N*K)"),
+        "mm-t": Option(
+            bool, True, "write a returned product with unaligned rows by fir.mm_t, not padded"
+        ),
     }
 
     def apply(self, module: Module) -> Module:
         min_macs: int = self.min_macs  # type: ignore[attr-defined]
         if min_macs < 0:
             raise OptionError("min-macs", f"min-macs must be at least 0, not {min_macs}")
-        count = 0
+        count = dense = 0
         for g in module.funcs:
-            count += self.run_graph(g, min_macs)
+            padded_here, dense_here = self.run_graph(g, min_macs, bool(self.mm_t))  # type: ignore[attr-defined]
+            count += padded_here
+            dense += dense_here
         self.statistics["padded"] = count
+        self.statistics["dense-rows"] = dense
         return module
 
-    def run_graph(self, g: Graph, min_macs: int) -> int:
+    def run_graph(self, g: Graph, min_macs: int, mm_t: bool = True) -> tuple[int, int]:
         taken = {v.name for v in g.values()}
         nodes: list[Node] = []
         subst: dict[int, Value] = {}
-        count = 0
+        count = dense = 0
+        returned = _returned_only(g) if mm_t else set()
         # one padded copy of a value however many products read it (an output gradient feeds
         # both the input's and the weight's gradient)
         pads: dict[tuple[int, tuple[int, ...]], Value] = {}
@@ -82,13 +107,89 @@ class PadMatmulPass(Pass):
                 nodes.append(n)
                 continue
             assert isinstance(n, TensorOp)
-            new, result = _rewrite(n, plan, taken, pads)
+            if id(n.results[0]) in returned and _dense_rows_fit(n, plan):
+                new, result = _dense_rows(n, taken)
+                dense += 1
+            else:
+                new, result = _rewrite(n, plan, taken, pads)
+                count += 1
             nodes += new
             subst[id(n.results[0])] = result
-            count += 1
         g.nodes = nodes
         g.outputs = [subst.get(id(v), v) for v in g.outputs]
-        return count
+        return count, dense
+
+
+def _returned_only(g: Graph) -> set[int]:
+    """The values (by id) that only reach the graph's outputs, through views: nothing computes
+    with them, so the user is their one reader and gets them in eager's dense strides."""
+    readers: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        for v in n.operand_values():
+            readers.setdefault(id(v), []).append(n)
+    outputs = {id(v) for v in g.outputs}
+    memo: dict[int, bool] = {}
+
+    def only_returned(v: Value) -> bool:
+        if id(v) not in memo:
+            users = readers.get(id(v), [])
+            views = all(isinstance(u, TensorOp) and OPS[u.op].category == "view" for u in users)
+            memo[id(v)] = views and (
+                id(v) in outputs or bool(users) and all(only_returned(u.results[0]) for u in users)
+            )
+        return memo[id(v)]
+
+    return {id(v) for n in g.nodes for v in n.results if only_returned(v)}
+
+
+def _dense_rows_fit(mm: TensorOp, plan: tuple[Any, int, int]) -> bool:
+    """Whether ``fir.mm_t`` takes the product: f16/bf16, only the output's rows unaligned,
+    ``b`` a weight read transposed (``linear``), so that both operands lie with aligned rows."""
+    a, b = mm.operands
+    assert isinstance(a, Value) and isinstance(b, Value)
+    m2, k2, n2 = plan
+    *rows, k = a.type.shape
+    m: Any = 1
+    for r in rows:
+        m *= r
+    if mm.results[0].type.dtype not in _MM_T_DTYPES or (m2, k2) != (m, k):
+        return False
+    return n2 != b.type.shape[1] and _transposed_matrix(b) is not None
+
+
+def _dense_rows(mm: TensorOp, taken: set[str]) -> tuple[list[Node], Value]:
+    """``a @ w.T`` by ``fir.mm_t``, ``a``'s leading dimensions flattened into rows."""
+    a, b = mm.operands
+    assert isinstance(a, Value) and isinstance(b, Value)
+    w = _transposed_matrix(b)
+    assert w is not None
+    result = mm.results[0]
+    dtype = result.type.dtype
+    *rows, k = a.type.shape
+    m: Any = 1
+    for r in rows:
+        m *= r
+    nodes: list[Node] = []
+
+    def reshape(x: Value, shape: tuple, name: str) -> Value:
+        v = Value(unique_name(name, taken), TensorType(dtype, shape))
+        v.owner = TensorOp([v], {}, mm.loc, op="reshape", operands=[x])
+        nodes.append(v.owner)
+        return v
+
+    if len(rows) != 1:
+        a = reshape(a, (m, k), a.name + ".rows")
+    cols = result.type.shape[-1]
+    out = Value(
+        unique_name(result.name + (".rows" if len(rows) != 1 else ".t"), taken),
+        TensorType(dtype, (m, cols)),
+    )
+    call = ExternNode([out], loc=mm.loc, callee=MM_T, args=[a, w], kwargs={})
+    out.owner = call
+    nodes.append(call)
+    if len(rows) != 1:
+        out = reshape(out, result.type.shape, result.name + ".dense")
+    return nodes, out
 
 
 def size_hints(g: Graph) -> dict[sympy.Symbol, int]:
