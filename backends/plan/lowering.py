@@ -112,6 +112,17 @@ def _in_compute_dtype(b: _Builder, i: Compute) -> tuple[Operand, Operand, DType]
     return out[0], out[1], c
 
 
+def _in_op_dtype(a: Operand, d: DType) -> Operand:
+    """A float literal rounded to ``d`` (f16/bf16), exact in every wider type."""
+    if (
+        isinstance(a, Literal)
+        and isinstance(a.value, (int, float))
+        and not isinstance(a.value, bool)
+    ):
+        return Literal(literal_value(float(a.value), d, True))
+    return a
+
+
 def _floordiv(b: _Builder, i: Compute) -> None:
     x, y = i.args
     d = i.dtype
@@ -163,6 +174,9 @@ def _floordiv(b: _Builder, i: Compute) -> None:
 def _mod(b: _Builder, i: Compute) -> None:
     x, y = i.args
     d = i.dtype
+    if d.is_float:  # eager's kernels take a scalar operand of remainder in the tensor's dtype,
+        # on the CPU and on a GPU (GPU_SCALAR_IN_OP_DTYPE): its steps here read it so
+        x, y = (_in_op_dtype(a, d) for a in (x, y))
     if d.is_float or d.is_signed:
         if d.is_float:
             r = b.op("fmod", x, y, dtype=d)

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from fir.backends.plan import KernelPlan, ProgramPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.block_schedule import BlockSchedule, block_schedule, index_width, x_loops
@@ -42,7 +43,7 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import COMPARE
+from fir.ir.ops import COMPARE, GPU_SCALAR_IN_OP_DTYPE
 from fir.ir.types import Dim, dims_mul
 
 from . import ops
@@ -449,7 +450,9 @@ class _Writer(ins.InstrWalker):
         dst = self.name("value", i.dst)
         operand_dtype = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         args = [  # where's condition is a bool
-            self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
+            (literal(a, operand_dtype, exact=True), frozenset())
+            if isinstance(a, Literal) and i.op in GPU_SCALAR_IN_OP_DTYPE
+            else self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
             for k, a in enumerate(i.args)
         ]
         texts = [text for text, _ in args]
@@ -467,9 +470,11 @@ class _Writer(ins.InstrWalker):
             raise ValueError(f"kernel {self.plan.name}: no Triton entry for op '{i.op}'")
         expr = pattern.format(*texts)
         if i.op == "div" and operand_dtype.is_float:
-            scale = _exact_reciprocal(i.args[1])
-            if scale is not None:  # x / 2^k is x * 2^-k exactly; tl.div_rn is ~10 instructions
-                expr = f"{texts[0]} * {scale!r}"
+            scale = _reciprocal(i.args[1], operand_dtype)
+            if (
+                scale is not None
+            ):  # eager's product by the reciprocal; tl.div_rn is ~10 instructions
+                expr = f"{texts[0]} * {literal(Literal(scale), operand_dtype)}"
         constant = all(isinstance(a, Literal) for a in i.args)
         if constant and i.op not in COMPARE and not i.dtype.is_bool:
             expr = _full_scalar(expr, i.dtype)
@@ -628,19 +633,20 @@ def _full_scalar(value: str, dtype: DType) -> str:
     return f"tl.full([], {value}, {compute_type(dtype)})"
 
 
-def _exact_reciprocal(divisor: Any) -> float | None:
-    """``1 / divisor`` where ``divisor`` is a literal power of two whose reciprocal is a normal
-    number of f32: division by it and multiplication by that reciprocal
-    round the same real number, so they give the same bits for every operand."""
+def _reciprocal(divisor: Any, dtype: DType) -> float | None:
+    """``1 / divisor`` in ``dtype``'s compute type, for a finite nonzero literal divisor: a GPU's
+    eager PyTorch divides by a Python scalar as a product by that reciprocal (ATen's CUDA
+    ``div_true_kernel``), so ``x / 0.3`` here gives its bits; None for another divisor."""
     value = divisor.value if isinstance(divisor, Literal) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    mantissa, exponent = math.frexp(value)  # of 0, inf or NaN: not 1/2
-    # 1/value = 2^(1 - exponent), sign kept; f32's normal range for every dtype, since Triton
-    # makes a Python float an f32 constant (exact there, and widened exactly for f64)
-    if abs(mantissa) != 0.5 or not -126 <= 1 - exponent <= 127:
+    if value == 0 or not math.isfinite(value):
         return None
-    return math.copysign(math.ldexp(1.0, 1 - exponent), value)
+    if dtype.compute_dtype is DType.F64:
+        inverse = 1.0 / float(value)
+    else:  # in f32, from the scalar rounded to f32, as the kernel's opmath type computes it
+        inverse = float(np.float32(1.0) / np.float32(value))
+    return inverse if math.isfinite(inverse) and inverse != 0 else None
 
 
 def _operand(text: str) -> str:
