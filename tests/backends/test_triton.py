@@ -394,11 +394,15 @@ def test_division_by_a_literal_is_a_product_by_its_reciprocal() -> None:
     got = [t.cpu() for t in p(x.to(DEVICE), y.to(DEVICE))]
     for w, o in zip(want[:3], got[:3]):
         torch.testing.assert_close(o, w, rtol=0, atol=0, equal_nan=True)
-    inverse = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(2.7725887298583984, dtype=torch.float32)
+    inverse = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
+        2.7725887298583984, dtype=torch.float32
+    )
     torch.testing.assert_close(got[3], x * inverse, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(got[3], want[3], rtol=2e-7, atol=0, equal_nan=True)
     source = p.kernels.source
-    assert "* 0.125" in source and "* -4.0" in source and "0.0009765625, tl.float64" in source, source
+    assert "* 0.125" in source and "* -4.0" in source and "0.0009765625, tl.float64" in source, (
+        source
+    )
     assert "tl.div_rn(" not in source, source
 
 
