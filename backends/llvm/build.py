@@ -26,10 +26,10 @@ from typing import Any
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import ProgramPlan
 from fir.backends.plan.program import shared_storage
+from fir.backends.runtime import llvm_softfp as softfp
 from fir.backends.runtime.llvm_threads import SplitKernels, uses_omp
 from fir.ir.errors import FirError
 
-from . import softfp
 from .render import render_module
 
 

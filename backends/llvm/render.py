@@ -55,7 +55,7 @@ from fir.ir.graph import Literal
 from fir.ir.ops import literal_in_op_dtype
 from fir.ir.symbolic import FloorDiv, Modulo
 
-from .omp import add_driver
+from ..runtime.llvm_omp import add_driver
 from .vecmath import (
     MATH_F32,
     MATH_F32_BOUNDED,
@@ -895,7 +895,7 @@ def render_module(
     aliased: Mapping[str, frozenset[str]] | None = None,
 ) -> ir.Module:
     """One LLVM module with a function for each plan; with ``omp``, also each one's OpenMP
-    driver (:mod:`.omp`). ``aliased``: per kernel, the arguments that share storage with
+    driver (:mod:`fir.backends.runtime.llvm_omp`). ``aliased``: per kernel, the arguments that share storage with
     another (``shared_storage`` of the program's plan); a kernel it does not name is taken
     to have any two arguments overlap."""
     m = ir.Module(name="fir")

@@ -9,9 +9,9 @@ Triton compiles each kernel at its first launch (for the argument types and alig
 sees); on a GPU :meth:`TritonKernels.warm_up` compiles every kernel whose sizes are static when
 the program is built, on a pool of threads (Triton's compile spends much of its time in LLVM
 and ``ptxas``, outside the GIL; its Python front end holds the GIL, so many compiles at once
-still queue), each kernel that is the same as another up to its names once
-(:mod:`.kernel_memo`). Kernels with symbolic sizes compile at their first launch (their
-specialisation depends on the sizes' values).
+still queue), each kernel that is the same as another up to its names once (the runtime's
+:mod:`~fir.backends.runtime.triton_kernel_memo`). Kernels with symbolic sizes compile at their
+first launch (their specialisation depends on the sizes' values).
 
 With ``autotune`` (:mod:`fir.backends.runtime.triton_tune`) each kernel's first launch times a few configurations around
 the chosen one on the call's own tensors and keeps the fastest, cached on disk by the kernel.
@@ -44,9 +44,9 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
+from ..runtime.triton_kernel_memo import CompileMemo, canonical_source
 from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
 from .helpers import FIR_LAUNCH
-from .kernel_memo import CompileMemo, canonical_source
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
 # a size that is a multiple of this at a launch is declared so to the compiler (Triton's
@@ -132,7 +132,8 @@ def compile_kernel(
     (sizes as ``i32``: the caller has checked that they allow it). Returns the compiled kernel
     and the kind of each of its parameters as the C launcher's type letter (``K`` pointer,
     ``l`` int64, ``i`` int32), Triton's own trailing parameters included. ``memo``: where a
-    kernel the same up to its names (:mod:`.kernel_memo`) was compiled already, its result.
+    kernel the same up to its names (:mod:`~fir.backends.runtime.triton_kernel_memo`) was
+    compiled already, its result.
     ``aligned``: the positions (in ``plan.sizes``) of sizes that are multiples of
     :data:`ALIGNED` at every launch of this binary: Triton then knows that a row starting at a
     multiple of such a size is aligned, and loads and stores it in 16-byte vectors. (A launch
