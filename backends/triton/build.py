@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +44,7 @@ from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
 from ..runtime.triton_kernel_memo import CompileMemo, canonical_source
-from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
+from ..runtime.triton_launch import CubinKernel, KernelLaunches, launch_kinds
 from .helpers import FIR_LAUNCH
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
@@ -103,14 +102,6 @@ def pointer_type(dtype: DType) -> str:
         return "*i1" if dtype.is_bool else "*bf16"
     kind = "fp" if dtype.is_float else ("i" if dtype.is_signed else "u")
     return f"*{kind}{8 * dtype.itemsize}"
-
-
-def _entry_params(ptx: str, name: str) -> int:
-    """How many parameters the PTX entry ``name`` takes."""
-    m = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
-    if m is None:
-        raise LaunchError(f"no entry {name} in the PTX")
-    return len(re.findall(r"\.param\b", m.group(1)))
 
 
 def compile_kernel(
@@ -181,19 +172,7 @@ def compile_kernel(
         compiled = memo.get(key, build)
     if backend != "cuda":
         return compiled, kinds
-    meta = compiled.metadata
-    for field in ("global_scratch_size", "profile_scratch_size"):
-        if getattr(meta, field, 0):
-            raise LaunchError(f"kernel {plan.name} needs {field} (Triton's launcher)")
-    if getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_pdl", False):
-        raise LaunchError(f"kernel {plan.name} needs a cluster launch (Triton's launcher)")
-    if getattr(meta, "launch_cooperative_grid", False):
-        raise LaunchError(f"kernel {plan.name} needs a cooperative launch")
-    # parameters Triton appends (scratch pointers, NULL when their size is 0)
-    extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
-    if not 0 <= extra <= 2:
-        raise LaunchError(f"kernel {plan.name}: {extra} parameters beyond FIR's arguments")
-    return compiled, kinds + ["K"] * extra
+    return compiled, launch_kinds(plan.name, compiled, kinds)
 
 
 class TritonKernels(KernelLaunches):
@@ -260,12 +239,7 @@ class TritonKernels(KernelLaunches):
             self.not_direct[name] = "FIR_TRITON_LAUNCH=triton"
         else:
             try:
-                arch = self.capability[0] * 10 + self.capability[1]
-                compiled, kinds = compile_kernel(
-                    k, cfg, self.kernel_fails[name], fn, arch, index64=index64, memo=self.memo
-                )
-                pointers = len(k.args) + self.kernel_fails[name]
-                kernel = CubinKernel(name, compiled, kinds, pointers, self.ordinal)
+                kernel = self.cubin_kernel(k, cfg, self.kernel_fails[name], fn, index64)
                 (self.wide_cubins if index64 else self.cubins)[name] = kernel
                 return
             except Exception as e:  # noqa: BLE001 - Triton's launcher still works; say why
@@ -285,6 +259,29 @@ class TritonKernels(KernelLaunches):
             raise TritonBuildError(
                 f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
             ) from e
+
+    def cubin_kernel(
+        self,
+        plan: KernelPlan,
+        cfg: BlockSchedule,
+        fails: bool,
+        fn: Any,
+        index64: bool,
+        aligned: frozenset[int] = frozenset(),
+    ) -> CubinKernel:
+        """Kernel ``plan`` (``fn``, rendered with ``cfg``) compiled for this program's GPU
+        (:func:`compile_kernel`, through the memo) and loaded for the driver launch."""
+        arch = self.capability[0] * 10 + self.capability[1]
+        compiled, kinds = compile_kernel(
+            plan, cfg, fails, fn, arch, index64=index64, memo=self.memo, aligned=aligned
+        )
+        return CubinKernel(plan.name, compiled, kinds, len(plan.args) + fails, self.ordinal)
+
+    def kernel_module(self, plan: KernelPlan, source: str, cfg: BlockSchedule, fails: bool) -> Any:
+        """The module of one kernel rendered with a configuration of its own (``source``) and
+        its launcher."""
+        text = f"{HEADER}\n{source}\n{launcher(plan, cfg, fails)}"
+        return load_module(module_path(text, self.cache))
 
     def _variants(
         self, k: KernelPlan, rule: Callable[[Sequence[int]], BlockSchedule | None]
@@ -338,9 +335,9 @@ class TritonKernels(KernelLaunches):
         compile it for the driver launch now (tuning trials go through Triton's launcher)."""
         if cfg != self.configs[name]:
             source, cfg, fails = self.render(name, cfg)
-            k = self.plan.kernels()[self.order.index(name)]
-            text = f"{HEADER}\n{source}\n{launcher(k, cfg, fails)}"
-            module = load_module(module_path(text, self.cache))
+            module = self.kernel_module(
+                self.plan.kernels()[self.order.index(name)], source, cfg, fails
+            )
             self.launchers[name] = getattr(module, f"launch_{name}")
             self.grids[name] = getattr(module, f"grid_{name}")
             self.configs[name] = cfg
@@ -367,8 +364,7 @@ class Variant:
         # from one pass over the row to the next) where there is one, else the kernel's own
         plan = k.at_launch or k
         source, cfg, fails = kernels.render(k.name, cfg, plan)
-        text = f"{HEADER}\n{source}\n{launcher(plan, cfg, fails)}"
-        module = load_module(module_path(text, kernels.cache))
+        module = kernels.kernel_module(plan, source, cfg, fails)
         self.kernels, self.plan, self.cfg, self.fails = kernels, plan, cfg, fails
         self.aligned = aligned
         self.launcher = getattr(module, f"launch_{k.name}")
@@ -392,21 +388,10 @@ class Variant:
         return self.cubins[index64]
 
     def _compile(self, index64: bool) -> CubinKernel | None:
-        kernels = self.kernels
         try:
-            arch = kernels.capability[0] * 10 + kernels.capability[1]
-            compiled, kinds = compile_kernel(
-                self.plan,
-                self.cfg,
-                self.fails,
-                self.fn,
-                arch,
-                index64=index64,
-                memo=kernels.memo,
-                aligned=self.aligned,
+            return self.kernels.cubin_kernel(
+                self.plan, self.cfg, self.fails, self.fn, index64, self.aligned
             )
-            pointers = len(self.plan.args) + self.fails
-            return CubinKernel(self.plan.name, compiled, kinds, pointers, kernels.ordinal)
         except Exception:  # noqa: BLE001 - Triton's launcher runs the variant instead
             return None
 
