@@ -84,7 +84,8 @@ def symbol(name: str) -> str:
     return "fir_" + name  # never a libm or libc name
 
 
-# the helpers kernels call (turned tiles), in LLVM IR, linked into a module that calls any
+# the helpers kernels call (bf16 conversions, turned tiles), in LLVM IR, linked into a module
+# that calls any
 PRELUDE = Path(__file__).with_name("prelude.ll").read_text()
 PRELUDE_FUNCTIONS = tuple(re.findall(r"^define [^@]*@(\w+)\(", PRELUDE, re.M))
 

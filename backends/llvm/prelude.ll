@@ -5,10 +5,33 @@
 ; kernel's machine code is what it would be had the renderer written the body in place, and
 ; the functions themselves are dropped. The C++ back end's prelude.h holds the same helpers.
 ;
+; bf16 storage (i16 bits) and the f32 it is computed in: widening moves the bits up; narrowing
+; rounds to nearest even, a NaN becomes the quiet NaN 0x7fc0 (the C++ prelude's fir_from_bf16
+; and fir_to_bf16, torch's conversion)
+define linkonce_odr float @fir_from_bf16(i16 %b) alwaysinline {
+  %wide = zext i16 %b to i32
+  %bits = shl i32 %wide, 16
+  %f = bitcast i32 %bits to float
+  ret float %f
+}
+
+define linkonce_odr i16 @fir_to_bf16(float %f) alwaysinline {
+  %u = bitcast float %f to i32
+  %high = lshr i32 %u, 16
+  %odd = and i32 %high, 1
+  %bias = add i32 32767, %odd
+  %sum = add i32 %u, %bias
+  %rounded = lshr i32 %sum, 16
+  %nan = fcmp uno float %f, %f
+  %bits = select i1 %nan, i32 32704, i32 %rounded
+  %b = trunc i32 %bits to i16
+  ret i16 %b
+}
+
 ; Turned tiles (the schedule's turned loads, backends/plan/schedule.py): a tile of a transposed
 ; read copied, turned, to a stack array, from which the tile's loops read it in order. The copy
 ; moves the elements' bits: 32-bit lanes for f32 and i32, 16-bit ones for f16, bf16 and i16.
-
+;
 ; fir_turn32(dst, src, stride, rows, cols, side): dst[j + i * side] = src[i + j * stride] for
 ; i < rows, j < cols; 8 x 8 blocks through the shuffles of a register transpose (fir_turn8x32),
 ; then the edges one element at a time: rows from the last whole block in the columns of whole

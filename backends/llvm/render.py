@@ -488,8 +488,8 @@ class _Kernel(NestWalker):
         b = self.b
         if dtype is DType.F16:
             return b.fpext(raw, F32)
-        if dtype is DType.BF16:
-            return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+        if dtype is DType.BF16:  # the prelude's (prelude.ll)
+            return b.call(self.declared("fir_from_bf16", F32, [I16]), [raw])
         if dtype is DType.BOOL:
             return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
         return raw
@@ -498,12 +498,8 @@ class _Kernel(NestWalker):
         b = self.b
         if dtype is DType.F16:
             return b.fptrunc(v, F16)
-        if dtype is DType.BF16:  # round to nearest even; NaN stays a quiet NaN
-            u = b.bitcast(v, I32)
-            bit = b.and_(b.lshr(u, ir.Constant(I32, 16)), ir.Constant(I32, 1))
-            r = b.lshr(b.add(u, b.add(ir.Constant(I32, 0x7FFF), bit)), ir.Constant(I32, 16))
-            nan = b.fcmp_unordered("uno", v, v)
-            return b.trunc(b.select(nan, ir.Constant(I32, 0x7FC0), r), I16)
+        if dtype is DType.BF16:  # round to nearest even, NaN a quiet NaN: the prelude's
+            return b.call(self.declared("fir_to_bf16", I16, [F32]), [v])
         if dtype is DType.BOOL:
             return b.zext(v, I8)
         return v
