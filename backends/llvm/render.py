@@ -28,7 +28,6 @@ calls (digamma and erfinv excepted). An op the back end does not cover would rai
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 from typing import Any
@@ -56,14 +55,7 @@ from fir.ir.ops import literal_in_op_dtype
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from ..runtime.llvm_omp import add_driver
-from .vecmath import (
-    MATH_F32,
-    MATH_F32_BOUNDED,
-    MATH_F32_SMALL,
-    MATH_F64,
-    TRIG_BOUND,
-    TRIG_BOUND_F32,
-)
+from .vecmath import MATH_F32, MATH_F64, bounded_emitter
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -587,16 +579,14 @@ class _Kernel(NestWalker):
             )
             for k, a in enumerate(i.args)
         ]
-        bounded = MATH_F32_BOUNDED.get(i.op) if value_type(src) == F32 else None
-        bound = magnitude(i.args[0], self.magnitudes) if bounded is not None else math.inf
+        # a cheaper emitter of sin or cos where the argument's magnitude has a bound
+        bounded = bounded_emitter(i.op, magnitude(i.args[0], self.magnitudes))
         if ins.checks_divisor(i):  # the plan's tdiv and trem
             zero = self.b.icmp_signed("==", args[1], ir.Constant(value_type(src), 0))
             self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
         if i.op == "cast":
             self.vals[i.dst] = self.convert(args[0], src, i.dtype)
-        elif bounded is not None and bound <= TRIG_BOUND_F32:
-            self.vals[i.dst] = MATH_F32_SMALL[i.op](self.b, args[0])
-        elif bounded is not None and bound <= TRIG_BOUND:
+        elif bounded is not None and value_type(src) == F32:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src)
