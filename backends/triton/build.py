@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -173,6 +174,34 @@ def compile_kernel(
     if backend != "cuda":
         return compiled, kinds
     return compiled, launch_kinds(plan.name, compiled, kinds)
+
+
+def compile_for_target(
+    plan: ProgramPlan, arch: int = 90, backend: str = "cuda", warp_size: int = 32
+) -> dict[str, tuple[float, list[str]]]:
+    """Compile every kernel of ``plan`` for ``backend``/``arch`` without a GPU: ``triton.compile``
+    down to the target's binary with the signature the driver launch uses
+    (:func:`compile_kernel`), so that a kernel that would not compile, or that takes parameters
+    the launch does not expect, fails on a machine with no GPU (CI: ``fir.tools.triton_target``).
+    Returns, by kernel, the seconds it took and the stages produced (``ttir``, ``ttgir``,
+    ``llir``, ``ptx``, ``cubin``). A kernel that does not compile raises Triton's error."""
+    if warp_size != 32:
+        raise ValueError("FIR's kernels assume warps of 32 threads")
+    source, configs = render_program(plan)
+    module = load_module(module_path(source))
+    out: dict[str, tuple[float, list[str]]] = {}
+    for k in plan.kernels():
+        cfg, fails = configs[k.name]
+        # a kernel whose index width depends on its sizes: both variants (int32 first)
+        variants = [False, True] if index_width(k) == "sizes" else [True]
+        for index64 in variants:
+            start = time.perf_counter()
+            compiled, _ = compile_kernel(
+                k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend, index64
+            )
+            name = f"{k.name} (int64)" if index64 and len(variants) == 2 else k.name
+            out[name] = (time.perf_counter() - start, list(compiled.asm))
+    return out
 
 
 class TritonKernels(KernelLaunches):
@@ -381,19 +410,17 @@ class Variant:
         kernels = self.kernels
         if kernels.device == "cpu" or os.environ.get("FIR_TRITON_LAUNCH") == "triton":
             return None
-        if index64 not in self.cubins:
-            with kernels.compile_lock:
-                if index64 not in self.cubins:
-                    self.cubins[index64] = self._compile(index64)
+        if index64 in self.cubins:  # the launch's path: no lock
+            return self.cubins[index64]
+        with kernels.compile_lock:
+            if index64 not in self.cubins:
+                try:
+                    self.cubins[index64] = kernels.cubin_kernel(
+                        self.plan, self.cfg, self.fails, self.fn, index64, self.aligned
+                    )
+                except Exception:  # noqa: BLE001 - Triton's launcher runs the variant instead
+                    self.cubins[index64] = None
         return self.cubins[index64]
-
-    def _compile(self, index64: bool) -> CubinKernel | None:
-        try:
-            return self.kernels.cubin_kernel(
-                self.plan, self.cfg, self.fails, self.fn, index64, self.aligned
-            )
-        except Exception:  # noqa: BLE001 - Triton's launcher runs the variant instead
-            return None
 
 
 build_program = TritonKernels  # the back end's build step (:mod:`fir.backends.registry`)
