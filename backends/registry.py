@@ -11,6 +11,7 @@ back end). Imports of the back ends' modules (llvmlite, Triton, torch) wait for 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -156,9 +157,8 @@ class _Triton(Backend):
         return build_program(plan, device, autotune=autotune)
 
     def default_device(self) -> str:
-        from .triton import default_device
-
-        return default_device()
+        """CUDA, or the CPU where Triton's interpreter runs the kernels on CPU tensors."""
+        return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
 
 BACKENDS: dict[str, Backend] = {

@@ -41,7 +41,7 @@ def kernel_times(fn: Any, ids: Any, steps: int = 5) -> dict[str, float]:
 
 def _per_kernel(kernels: Any, times: dict[str, float]) -> dict[str, float]:
     """Each kernel's time (us a step) from the profiler's times by binary name. Kernels the same
-    up to their names share one binary (``backends/triton/kernel_memo.py``), which the
+    up to their names share one binary (``backends/runtime/triton_kernel_memo.py``), which the
     profiler lists under the first one's name: its time is split evenly among them. (A launch
     that takes a persistent variant runs that variant's binary, also under a kernel's name.)"""
     entry = {}

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from fir.backends.plan import plan_module
     from fir.backends.plan.block_schedule import keeps_rows
-    from fir.backends.triton.target import compile_for_target
+    from fir.backends.triton.build import compile_for_target
     from fir.passes.pipeline import parse_pipeline
     from fir.passes.verify import read_program
 

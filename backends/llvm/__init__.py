@@ -1,8 +1,9 @@
 """The llvmlite back end: kernel plans as LLVM IR, compiled in the process (no toolchain).
 
-:mod:`.render` builds the IR with ``llvmlite.ir``; :mod:`.build` optimises it for this CPU and
-compiles it with MCJIT. Kernels take the C++ back end's calling convention, so the shared
-runtime calls them alike.
+:mod:`.render` builds the IR with ``llvmlite.ir`` (fixed helpers: ``prelude.ll``); :mod:`.build`
+links the prelude in, optimises the module for this CPU and compiles it with MCJIT. Kernels
+take the C++ back end's calling convention, so the shared runtime (``backends/runtime``: the
+threads, OpenMP drivers and half conversions too) calls them alike.
 """
 
 from __future__ import annotations

@@ -26,10 +26,10 @@ from typing import Any
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import ProgramPlan
 from fir.backends.plan.program import shared_storage
+from fir.backends.runtime import llvm_softfp as softfp
 from fir.backends.runtime.llvm_threads import SplitKernels, uses_omp
 from fir.ir.errors import FirError
 
-from . import softfp
 from .render import render_module
 
 
@@ -84,14 +84,31 @@ def symbol(name: str) -> str:
     return "fir_" + name  # never a libm or libc name
 
 
+# the helpers kernels call (bf16 conversions, turned tiles), in LLVM IR, linked into a module
+# that calls any
+PRELUDE = Path(__file__).with_name("prelude.ll").read_text()
+PRELUDE_FUNCTIONS = tuple(re.findall(r"^define [^@]*@(\w+)\(", PRELUDE, re.M))
+
+
+def with_prelude(mod: Any) -> Any:
+    """``mod`` with the prelude linked in where it calls one of its functions."""
+    import llvmlite.binding as llvm
+
+    if any(f.is_declaration and f.name in PRELUDE_FUNCTIONS for f in mod.functions):
+        prelude = llvm.parse_assembly(PRELUDE)
+        prelude.triple = mod.triple
+        mod.link_in(prelude)
+    return mod
+
+
 def optimise(ir_text: str, name: str) -> tuple[Any, Any]:
-    """The module parsed, verified and optimised (O3, loop and SLP vectorisers on), and the
-    target machine it was optimised for."""
+    """The module parsed, the prelude linked in where it calls it, verified and optimised (O3,
+    loop and SLP vectorisers on), and the target machine it was optimised for."""
     import llvmlite.binding as llvm
 
     tm = target_machine()
     try:
-        mod = llvm.parse_assembly(ir_text)
+        mod = with_prelude(llvm.parse_assembly(ir_text))
         mod.verify()
     except RuntimeError as e:
         path = Path(tempfile.mkdtemp(prefix="fir-llvm-")) / f"{name}.ll"
@@ -132,12 +149,14 @@ STATS = {"codegen": 0, "cache_hits": 0}
 
 
 def object_key(ir_text: str) -> str:
-    """The cache key of a module's object code: everything the object depends on."""
+    """The cache key of a module's object code: everything the object depends on (the
+    prelude it may link in included)."""
     import llvmlite
     import llvmlite.binding as llvm
 
     return cache_key(
         ir_text,
+        PRELUDE,
         llvmlite.__version__,
         ".".join(str(v) for v in llvm.llvm_version_info),
         llvm.get_process_triple(),

@@ -28,7 +28,6 @@ calls (digamma and erfinv excepted). An op the back end does not cover would rai
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 from typing import Any
@@ -55,15 +54,8 @@ from fir.ir.graph import Literal
 from fir.ir.ops import literal_in_op_dtype
 from fir.ir.symbolic import FloorDiv, Modulo
 
-from .omp import add_driver
-from .vecmath import (
-    MATH_F32,
-    MATH_F32_BOUNDED,
-    MATH_F32_SMALL,
-    MATH_F64,
-    TRIG_BOUND,
-    TRIG_BOUND_F32,
-)
+from ..runtime.llvm_omp import add_driver
+from .vecmath import MATH_F32, MATH_F64, bounded_emitter
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -136,35 +128,6 @@ def value_type(dtype: DType) -> ir.Type:
     if dtype.is_float:
         return F64 if dtype is DType.F64 else F32
     return I1 if dtype.is_bool else ir.IntType(8 * dtype.itemsize)
-
-
-# the shuffles of an 8 x 8 register transpose: pairs interleaved, then pairs of pairs, then
-# the 128-bit halves (each a mask over the two operands' 16 lanes)
-_TRANSPOSE8 = (
-    ((0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)),
-    ((0, 1, 8, 9, 4, 5, 12, 13), (2, 3, 10, 11, 6, 7, 14, 15)),
-    ((0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)),
-)
-
-
-def transpose8(b: ir.IRBuilder, rows: list[Any]) -> list[Any]:
-    """The columns of the 8 x 8 block whose rows are the vectors ``rows``."""
-
-    def mask(m: tuple[int, ...]) -> ir.Constant:
-        return ir.Constant(ir.VectorType(I32, 8), list(m))
-
-    (lo1, hi1), (lo2, hi2), (lo4, hi4) = (tuple(map(mask, p)) for p in _TRANSPOSE8)
-    t = [b.shuffle_vector(rows[k & ~1], rows[k | 1], hi1 if k & 1 else lo1) for k in range(8)]
-    u: list[Any] = [None] * 8
-    for k in (0, 4):
-        for h in (0, 1):
-            u[k + 2 * h] = b.shuffle_vector(t[k + h], t[k + h + 2], lo2)
-            u[k + 2 * h + 1] = b.shuffle_vector(t[k + h], t[k + h + 2], hi2)
-    out: list[Any] = [None] * 8
-    for k in range(4):
-        out[k] = b.shuffle_vector(u[k], u[k + 4], lo4)
-        out[k + 4] = b.shuffle_vector(u[k], u[k + 4], hi4)
-    return out
 
 
 def storage_type(dtype: DType) -> ir.Type:
@@ -244,11 +207,15 @@ class _Kernel(NestWalker):
         return self.b.call(self.m.declare_intrinsic(name, [ty], fnty), args)
 
     def libm(self, name: str, ty: ir.Type, args: list[Any]) -> Any:
-        fname = name + ("f" if ty == F32 else "")
-        fn = self.m.globals.get(fname)
-        if fn is None:
-            fn = ir.Function(self.m, ir.FunctionType(ty, [ty] * len(args)), fname)
-        return self.b.call(fn, args)
+        return self.b.call(
+            self.declared(name + ("f" if ty == F32 else ""), ty, [ty] * len(args)), args
+        )
+
+    def declared(self, name: str, result: ir.Type, params: list[ir.Type]) -> Any:
+        """Function ``name`` of libm or of the prelude (``prelude.ll``), declared in the module
+        at its first call."""
+        fn = self.m.globals.get(name)
+        return fn if fn is not None else ir.Function(self.m, ir.FunctionType(result, params), name)
 
     def index(self, e: Any) -> Any:
         b = self.b
@@ -418,60 +385,30 @@ class _Kernel(NestWalker):
     def on_turn(self, turn: Turn) -> None:
         """Copy the tile of each turned load, transposed, to a stack array (``tile[i * side +
         j] = src[i + j * stride]``, ``i`` along the tile's outer loop), from which the tile's
-        loops read it in order: 8 x 8 blocks through the shuffles of a register transpose, the
-        tile's edges one element at a time."""
+        loops read it in order: the prelude's ``fir_turn32`` or ``fir_turn16`` by the size of
+        the elements (8 x 8 blocks through a register transpose, the tile's edges one element
+        at a time: ``prelude.ll``)."""
         b, a, c, side = self.b, turn.outer, turn.inner, turn.side
         at, ct = self.syms[a.var + ".t"], self.syms[c.var + ".t"]
         rows, cols = (
             b.sub(self.smin(b.add(t, ir.Constant(I64, side)), self.ends[lp.var]), t)
             for t, lp in ((at, a), (ct, c))
         )
-        r8, c8 = (b.and_(n, ir.Constant(I64, ~7)) for n in (rows, cols))
-        zero = ir.Constant(I64, 0)
         for tl in turn.loads:
             ld = tl.load
             ty = storage_type(ld.dtype)
-            size = ld.dtype.itemsize  # what a lane's address is aligned to (f16/bf16: 2)
             tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
             tile.align = 64
             dst = self.alloca_b.bitcast(tile, ty.as_pointer())
             self.syms[a.var], self.syms[c.var] = at, ct  # the tile's first element
             src = b.gep(self.bufs[ld.buffer], [self.index(ld.index)])
             del self.syms[a.var], self.syms[c.var]
-            stride = self.index(tl.along)
-
-            def at_(ptr: Any, i: Any, j: Any, j_step: Any) -> Any:
-                return self.b.gep(ptr, [self.b.add(i, self.b.mul(j, j_step))])
-
-            hs = [
-                self.open_loop(v, zero, n, 8, unroll=False)
-                for v, n in (("turn.j", c8), ("turn.i", r8))
-            ]
-            i, j = self.syms["turn.i"], self.syms["turn.j"]
-            vec = ir.VectorType(ty, 8).as_pointer()
-            block = [
-                b.load(
-                    b.bitcast(at_(src, i, b.add(j, ir.Constant(I64, k)), stride), vec), align=size
-                )
-                for k in range(8)
-            ]
-            for k, v in enumerate(transpose8(b, block)):
-                out = at_(dst, j, b.add(i, ir.Constant(I64, k)), ir.Constant(I64, side))
-                b.store(v, b.bitcast(out, vec), align=size)
-            self.close_loops(hs)
-            # the edges: rows from r8 in the columns of whole blocks, every row in the rest
-            hj = self.open_loop("turn.j", zero, cols, unroll=False)
-            j = self.syms["turn.j"]
-            first = b.select(b.icmp_signed("<", j, c8), r8, zero)
-            hi = self.open_loop("turn.i", first, rows, unroll=False)
-            i = self.syms["turn.i"]
-            b.store(b.load(at_(src, i, j, stride)), at_(dst, j, i, ir.Constant(I64, side)))
-            self.close_loops([hj, hi])
+            bits = 8 * ld.dtype.itemsize  # the turn moves the elements' bits
+            lane = ir.IntType(bits).as_pointer()
+            turn_fn = self.declared(f"fir_turn{bits}", ir.VoidType(), [lane, lane] + [I64] * 4)
+            args = [b.bitcast(dst, lane), b.bitcast(src, lane), self.index(tl.along)]
+            b.call(turn_fn, [*args, rows, cols, ir.Constant(I64, side)])
             self.turned[ld.dst] = (dst, a.var, c.var, at, ct, side)
-
-    def close_loops(self, handles: list[tuple[Any, ...]]) -> None:
-        for h in reversed(handles):
-            self.close_loop(h)
 
     def on_columns(self, cols: Columns) -> None:
         """A column block (the schedule's column reduction, ``x.sum(0)``): for a block of
@@ -543,8 +480,8 @@ class _Kernel(NestWalker):
         b = self.b
         if dtype is DType.F16:
             return b.fpext(raw, F32)
-        if dtype is DType.BF16:
-            return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+        if dtype is DType.BF16:  # the prelude's (prelude.ll)
+            return b.call(self.declared("fir_from_bf16", F32, [I16]), [raw])
         if dtype is DType.BOOL:
             return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
         return raw
@@ -553,12 +490,8 @@ class _Kernel(NestWalker):
         b = self.b
         if dtype is DType.F16:
             return b.fptrunc(v, F16)
-        if dtype is DType.BF16:  # round to nearest even; NaN stays a quiet NaN
-            u = b.bitcast(v, I32)
-            bit = b.and_(b.lshr(u, ir.Constant(I32, 16)), ir.Constant(I32, 1))
-            r = b.lshr(b.add(u, b.add(ir.Constant(I32, 0x7FFF), bit)), ir.Constant(I32, 16))
-            nan = b.fcmp_unordered("uno", v, v)
-            return b.trunc(b.select(nan, ir.Constant(I32, 0x7FC0), r), I16)
+        if dtype is DType.BF16:  # round to nearest even, NaN a quiet NaN: the prelude's
+            return b.call(self.declared("fir_to_bf16", I16, [F32]), [v])
         if dtype is DType.BOOL:
             return b.zext(v, I8)
         return v
@@ -646,16 +579,14 @@ class _Kernel(NestWalker):
             )
             for k, a in enumerate(i.args)
         ]
-        bounded = MATH_F32_BOUNDED.get(i.op) if value_type(src) == F32 else None
-        bound = magnitude(i.args[0], self.magnitudes) if bounded is not None else math.inf
+        # a cheaper emitter of sin or cos where the argument's magnitude has a bound
+        bounded = bounded_emitter(i.op, magnitude(i.args[0], self.magnitudes))
         if ins.checks_divisor(i):  # the plan's tdiv and trem
             zero = self.b.icmp_signed("==", args[1], ir.Constant(value_type(src), 0))
             self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
         if i.op == "cast":
             self.vals[i.dst] = self.convert(args[0], src, i.dtype)
-        elif bounded is not None and bound <= TRIG_BOUND_F32:
-            self.vals[i.dst] = MATH_F32_SMALL[i.op](self.b, args[0])
-        elif bounded is not None and bound <= TRIG_BOUND:
+        elif bounded is not None and value_type(src) == F32:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src)
@@ -895,7 +826,7 @@ def render_module(
     aliased: Mapping[str, frozenset[str]] | None = None,
 ) -> ir.Module:
     """One LLVM module with a function for each plan; with ``omp``, also each one's OpenMP
-    driver (:mod:`.omp`). ``aliased``: per kernel, the arguments that share storage with
+    driver (:mod:`fir.backends.runtime.llvm_omp`). ``aliased``: per kernel, the arguments that share storage with
     another (``shared_storage`` of the program's plan); a kernel it does not name is taken
     to have any two arguments overlap."""
     m = ir.Module(name="fir")

@@ -983,3 +983,12 @@ MATH_F32_BOUNDED: dict[str, Emitter] = {"sin": emit_sin_bounded, "cos": emit_cos
 """Cheaper emitters for an f32 argument of magnitude at most ``TRIG_BOUND``."""
 MATH_F32_SMALL: dict[str, Emitter] = {"sin": emit_sin_small, "cos": emit_cos_small}
 """All-f32 emitters for an argument of magnitude at most ``TRIG_BOUND_F32``."""
+
+
+def bounded_emitter(op: str, bound: float) -> Emitter | None:
+    """The cheapest emitter of ``op`` for an f32 argument of magnitude at most ``bound``, where
+    it has one cheaper than :data:`MATH_F32`'s (sin and cos: :data:`MATH_F32_SMALL` up to
+    ``TRIG_BOUND_F32``, :data:`MATH_F32_BOUNDED` up to ``TRIG_BOUND``); None otherwise."""
+    if op in MATH_F32_SMALL and bound <= TRIG_BOUND_F32:
+        return MATH_F32_SMALL[op]
+    return MATH_F32_BOUNDED.get(op) if bound <= TRIG_BOUND else None

@@ -5,7 +5,11 @@
 * :mod:`.fast_call` and :mod:`.call_source`: a static program's call resolved once and written
   out as a Python function (kernel launches, extern calls, allocations);
 * :mod:`.buffers`: allocation (a pool for large buffers); :mod:`.layouts`: storages and views;
-* :mod:`.cuda_graphs`: a CUDA program captured in a CUDA graph.
+* :mod:`.cuda_graphs`: a CUDA program captured in a CUDA graph;
+* the back ends' run-time parts: Triton's launches (:mod:`.triton_launch`), autotuning
+  (:mod:`.triton_tune`), compile memo (:mod:`.triton_kernel_memo`) and libdevice under the
+  interpreter (:mod:`.triton_interp_math`); the llvm back end's threads (:mod:`.llvm_threads`),
+  OpenMP drivers (:mod:`.llvm_omp`) and half conversions for MCJIT (:mod:`.llvm_softfp`).
 
 The back ends' own parts (``cpp``, ``llvm``, ``triton``) build kernels; this package calls them.
 """

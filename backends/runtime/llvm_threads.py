@@ -7,7 +7,7 @@ so a core that another process holds for a while costs a chunk, not half the ker
 failing chunk's error (in the loop's order) is the call's.
 
 The threads are an OpenMP team where the process has a libgomp: the module then holds a driver
-per kernel (:func:`fir.backends.llvm.omp.add_driver`), and one ctypes call (which releases the
+per kernel (:func:`.llvm_omp.add_driver`), and one ctypes call (which releases the
 GIL) runs the whole kernel. Why OpenMP and not Python threads: the C++ back end (and PyTorch)
 leave OpenMP worker threads spinning for a while after each parallel region; Python threads
 started next compete with them for the cores (on 2 cores a kernel right after a C++ one got
@@ -33,7 +33,7 @@ from ..plan import KernelPlan
 from ..plan.instructions import LoopBegin
 from ..plan.schedule import LLVM, chunks
 
-CTX_FIELDS = 7  # the i64 of a driver's context (:mod:`fir.backends.llvm.omp` says which)
+CTX_FIELDS = 7  # the i64 of a driver's context (:mod:`.llvm_omp` says which)
 
 _gomp: Any = None
 _gomp_checked = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
@@ -164,6 +165,33 @@ def c_launcher() -> Any | None:
 _c_launcher: Any = None
 _c_launcher_checked = False
 _c_launcher_lock = threading.Lock()
+
+
+def launch_kinds(name: str, compiled: Any, kinds: list[str]) -> list[str]:
+    """The type letters of every parameter of kernel ``name`` as :class:`CubinKernel` passes
+    them: ``kinds`` (FIR's arguments) and a ``K`` for each parameter Triton appends (scratch
+    pointers, NULL when their size is 0); a :class:`LaunchError` where the compiled kernel needs
+    what this launch does not do (scratch memory, a cluster or a cooperative launch)."""
+    meta = compiled.metadata
+    for field in ("global_scratch_size", "profile_scratch_size"):
+        if getattr(meta, field, 0):
+            raise LaunchError(f"kernel {name} needs {field} (Triton's launcher)")
+    if getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_pdl", False):
+        raise LaunchError(f"kernel {name} needs a cluster launch (Triton's launcher)")
+    if getattr(meta, "launch_cooperative_grid", False):
+        raise LaunchError(f"kernel {name} needs a cooperative launch")
+    extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
+    if not 0 <= extra <= 2:
+        raise LaunchError(f"kernel {name}: {extra} parameters beyond FIR's arguments")
+    return kinds + ["K"] * extra
+
+
+def _entry_params(ptx: str, name: str) -> int:
+    """How many parameters the PTX entry ``name`` takes."""
+    m = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
+    if m is None:
+        raise LaunchError(f"no entry {name} in the PTX")
+    return len(re.findall(r"\.param\b", m.group(1)))
 
 
 class CubinKernel:

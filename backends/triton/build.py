@@ -9,9 +9,9 @@ Triton compiles each kernel at its first launch (for the argument types and alig
 sees); on a GPU :meth:`TritonKernels.warm_up` compiles every kernel whose sizes are static when
 the program is built, on a pool of threads (Triton's compile spends much of its time in LLVM
 and ``ptxas``, outside the GIL; its Python front end holds the GIL, so many compiles at once
-still queue), each kernel that is the same as another up to its names once
-(:mod:`.kernel_memo`). Kernels with symbolic sizes compile at their first launch (their
-specialisation depends on the sizes' values).
+still queue), each kernel that is the same as another up to its names once (the runtime's
+:mod:`~fir.backends.runtime.triton_kernel_memo`). Kernels with symbolic sizes compile at their
+first launch (their specialisation depends on the sizes' values).
 
 With ``autotune`` (:mod:`fir.backends.runtime.triton_tune`) each kernel's first launch times a few configurations around
 the chosen one on the call's own tensors and keeps the fastest, cached on disk by the kernel.
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,9 +44,9 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 
-from ..runtime.triton_launch import CubinKernel, KernelLaunches, LaunchError
+from ..runtime.triton_kernel_memo import CompileMemo, canonical_source
+from ..runtime.triton_launch import CubinKernel, KernelLaunches, launch_kinds
 from .helpers import FIR_LAUNCH
-from .kernel_memo import CompileMemo, canonical_source
 from .render import HEADER, jit_name, launcher, render_kernel, render_program
 
 # a size that is a multiple of this at a launch is declared so to the compiler (Triton's
@@ -105,14 +105,6 @@ def pointer_type(dtype: DType) -> str:
     return f"*{kind}{8 * dtype.itemsize}"
 
 
-def _entry_params(ptx: str, name: str) -> int:
-    """How many parameters the PTX entry ``name`` takes."""
-    m = re.search(rf"\.entry\s+{re.escape(name)}\s*\((.*?)\)", ptx, re.S)
-    if m is None:
-        raise LaunchError(f"no entry {name} in the PTX")
-    return len(re.findall(r"\.param\b", m.group(1)))
-
-
 def compile_kernel(
     plan: KernelPlan,
     cfg: BlockSchedule,
@@ -132,7 +124,8 @@ def compile_kernel(
     (sizes as ``i32``: the caller has checked that they allow it). Returns the compiled kernel
     and the kind of each of its parameters as the C launcher's type letter (``K`` pointer,
     ``l`` int64, ``i`` int32), Triton's own trailing parameters included. ``memo``: where a
-    kernel the same up to its names (:mod:`.kernel_memo`) was compiled already, its result.
+    kernel the same up to its names (:mod:`~fir.backends.runtime.triton_kernel_memo`) was
+    compiled already, its result.
     ``aligned``: the positions (in ``plan.sizes``) of sizes that are multiples of
     :data:`ALIGNED` at every launch of this binary: Triton then knows that a row starting at a
     multiple of such a size is aligned, and loads and stores it in 16-byte vectors. (A launch
@@ -180,19 +173,35 @@ def compile_kernel(
         compiled = memo.get(key, build)
     if backend != "cuda":
         return compiled, kinds
-    meta = compiled.metadata
-    for field in ("global_scratch_size", "profile_scratch_size"):
-        if getattr(meta, field, 0):
-            raise LaunchError(f"kernel {plan.name} needs {field} (Triton's launcher)")
-    if getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "launch_pdl", False):
-        raise LaunchError(f"kernel {plan.name} needs a cluster launch (Triton's launcher)")
-    if getattr(meta, "launch_cooperative_grid", False):
-        raise LaunchError(f"kernel {plan.name} needs a cooperative launch")
-    # parameters Triton appends (scratch pointers, NULL when their size is 0)
-    extra = _entry_params(compiled.asm["ptx"], meta.name) - len(kinds)
-    if not 0 <= extra <= 2:
-        raise LaunchError(f"kernel {plan.name}: {extra} parameters beyond FIR's arguments")
-    return compiled, kinds + ["K"] * extra
+    return compiled, launch_kinds(plan.name, compiled, kinds)
+
+
+def compile_for_target(
+    plan: ProgramPlan, arch: int = 90, backend: str = "cuda", warp_size: int = 32
+) -> dict[str, tuple[float, list[str]]]:
+    """Compile every kernel of ``plan`` for ``backend``/``arch`` without a GPU: ``triton.compile``
+    down to the target's binary with the signature the driver launch uses
+    (:func:`compile_kernel`), so that a kernel that would not compile, or that takes parameters
+    the launch does not expect, fails on a machine with no GPU (CI: ``fir.tools.triton_target``).
+    Returns, by kernel, the seconds it took and the stages produced (``ttir``, ``ttgir``,
+    ``llir``, ``ptx``, ``cubin``). A kernel that does not compile raises Triton's error."""
+    if warp_size != 32:
+        raise ValueError("FIR's kernels assume warps of 32 threads")
+    source, configs = render_program(plan)
+    module = load_module(module_path(source))
+    out: dict[str, tuple[float, list[str]]] = {}
+    for k in plan.kernels():
+        cfg, fails = configs[k.name]
+        # a kernel whose index width depends on its sizes: both variants (int32 first)
+        variants = [False, True] if index_width(k) == "sizes" else [True]
+        for index64 in variants:
+            start = time.perf_counter()
+            compiled, _ = compile_kernel(
+                k, cfg, fails, getattr(module, jit_name(k.name)), arch, backend, index64
+            )
+            name = f"{k.name} (int64)" if index64 and len(variants) == 2 else k.name
+            out[name] = (time.perf_counter() - start, list(compiled.asm))
+    return out
 
 
 class TritonKernels(KernelLaunches):
@@ -259,12 +268,7 @@ class TritonKernels(KernelLaunches):
             self.not_direct[name] = "FIR_TRITON_LAUNCH=triton"
         else:
             try:
-                arch = self.capability[0] * 10 + self.capability[1]
-                compiled, kinds = compile_kernel(
-                    k, cfg, self.kernel_fails[name], fn, arch, index64=index64, memo=self.memo
-                )
-                pointers = len(k.args) + self.kernel_fails[name]
-                kernel = CubinKernel(name, compiled, kinds, pointers, self.ordinal)
+                kernel = self.cubin_kernel(k, cfg, self.kernel_fails[name], fn, index64)
                 (self.wide_cubins if index64 else self.cubins)[name] = kernel
                 return
             except Exception as e:  # noqa: BLE001 - Triton's launcher still works; say why
@@ -284,6 +288,29 @@ class TritonKernels(KernelLaunches):
             raise TritonBuildError(
                 f"kernel {name} of {self.path} does not compile: {type(e).__name__}: {e}"
             ) from e
+
+    def cubin_kernel(
+        self,
+        plan: KernelPlan,
+        cfg: BlockSchedule,
+        fails: bool,
+        fn: Any,
+        index64: bool,
+        aligned: frozenset[int] = frozenset(),
+    ) -> CubinKernel:
+        """Kernel ``plan`` (``fn``, rendered with ``cfg``) compiled for this program's GPU
+        (:func:`compile_kernel`, through the memo) and loaded for the driver launch."""
+        arch = self.capability[0] * 10 + self.capability[1]
+        compiled, kinds = compile_kernel(
+            plan, cfg, fails, fn, arch, index64=index64, memo=self.memo, aligned=aligned
+        )
+        return CubinKernel(plan.name, compiled, kinds, len(plan.args) + fails, self.ordinal)
+
+    def kernel_module(self, plan: KernelPlan, source: str, cfg: BlockSchedule, fails: bool) -> Any:
+        """The module of one kernel rendered with a configuration of its own (``source``) and
+        its launcher."""
+        text = f"{HEADER}\n{source}\n{launcher(plan, cfg, fails)}"
+        return load_module(module_path(text, self.cache))
 
     def _variants(
         self, k: KernelPlan, rule: Callable[[Sequence[int]], BlockSchedule | None]
@@ -337,9 +364,9 @@ class TritonKernels(KernelLaunches):
         compile it for the driver launch now (tuning trials go through Triton's launcher)."""
         if cfg != self.configs[name]:
             source, cfg, fails = self.render(name, cfg)
-            k = self.plan.kernels()[self.order.index(name)]
-            text = f"{HEADER}\n{source}\n{launcher(k, cfg, fails)}"
-            module = load_module(module_path(text, self.cache))
+            module = self.kernel_module(
+                self.plan.kernels()[self.order.index(name)], source, cfg, fails
+            )
             self.launchers[name] = getattr(module, f"launch_{name}")
             self.grids[name] = getattr(module, f"grid_{name}")
             self.configs[name] = cfg
@@ -366,8 +393,7 @@ class Variant:
         # from one pass over the row to the next) where there is one, else the kernel's own
         plan = k.at_launch or k
         source, cfg, fails = kernels.render(k.name, cfg, plan)
-        text = f"{HEADER}\n{source}\n{launcher(plan, cfg, fails)}"
-        module = load_module(module_path(text, kernels.cache))
+        module = kernels.kernel_module(plan, source, cfg, fails)
         self.kernels, self.plan, self.cfg, self.fails = kernels, plan, cfg, fails
         self.aligned = aligned
         self.launcher = getattr(module, f"launch_{k.name}")
@@ -384,30 +410,17 @@ class Variant:
         kernels = self.kernels
         if kernels.device == "cpu" or os.environ.get("FIR_TRITON_LAUNCH") == "triton":
             return None
-        if index64 not in self.cubins:
-            with kernels.compile_lock:
-                if index64 not in self.cubins:
-                    self.cubins[index64] = self._compile(index64)
+        if index64 in self.cubins:  # the launch's path: no lock
+            return self.cubins[index64]
+        with kernels.compile_lock:
+            if index64 not in self.cubins:
+                try:
+                    self.cubins[index64] = kernels.cubin_kernel(
+                        self.plan, self.cfg, self.fails, self.fn, index64, self.aligned
+                    )
+                except Exception:  # noqa: BLE001 - Triton's launcher runs the variant instead
+                    self.cubins[index64] = None
         return self.cubins[index64]
-
-    def _compile(self, index64: bool) -> CubinKernel | None:
-        kernels = self.kernels
-        try:
-            arch = kernels.capability[0] * 10 + kernels.capability[1]
-            compiled, kinds = compile_kernel(
-                self.plan,
-                self.cfg,
-                self.fails,
-                self.fn,
-                arch,
-                index64=index64,
-                memo=kernels.memo,
-                aligned=self.aligned,
-            )
-            pointers = len(self.plan.args) + self.fails
-            return CubinKernel(self.plan.name, compiled, kinds, pointers, kernels.ordinal)
-        except Exception:  # noqa: BLE001 - Triton's launcher runs the variant instead
-            return None
 
 
 build_program = TritonKernels  # the back end's build step (:mod:`fir.backends.registry`)

@@ -3,8 +3,9 @@ operators differ (NaN-propagating max/min, shifts past the width),
 and digamma (libdevice has none).
 
 Generated modules import everything here (``from fir.backends.triton.helpers import *``) and
-call math through ``ld``: CUDA's libdevice when compiling, and :mod:`.interp_math` (numpy) under
-``TRITON_INTERPRET=1``, where libdevice's externs cannot run.
+call math through ``ld``: CUDA's libdevice when compiling, and the runtime's
+:mod:`~fir.backends.runtime.triton_interp_math` (numpy) under ``TRITON_INTERPRET=1``, where
+libdevice's externs cannot run.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import triton
 import triton.language as tl
 
 if os.environ.get("TRITON_INTERPRET") == "1":  # pragma: no cover - chosen at import
-    from . import interp_math as ld
+    from fir.backends.runtime import triton_interp_math as ld
 else:
-    # the same role as interp_math, chosen at import (mypy takes the first binding's type)
+    # the same role as triton_interp_math, chosen at import (mypy takes the first binding's type)
     from triton.language.extra import libdevice as ld  # type: ignore[no-redef]
 
 

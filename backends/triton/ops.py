@@ -127,8 +127,9 @@ def float_to_int(value: str, target: DType, wide: bool = False) -> str:
     libdevice's ``float2int_rz``/``float2ll_rz`` (the GPU's ``cvt.rzi``, which saturates; the
     i64 one gives the smallest i64 for NaN, so NaN is selected apart): one instruction where the
     comparisons cost a T5 attention softmax a tenth of its time. Other widths are written out
-    with ``tl.where``; under ``TRITON_INTERPRET=1`` ``ld`` is :mod:`.interp_math`, which
-    converts as the GPU does. ``wide``: ``value`` is an f64 (``double2*_rz``)."""
+    with ``tl.where``; under ``TRITON_INTERPRET=1`` ``ld`` is
+    :mod:`fir.backends.runtime.triton_interp_math`, which converts as the GPU does. ``wide``:
+    ``value`` is an f64 (``double2*_rz``)."""
     kind = "double" if wide else "float"
     if target is DType.I32:
         if wide:  # NaN measured for the f32 conversion only

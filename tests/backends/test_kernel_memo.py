@@ -1,5 +1,5 @@
-"""Kernels the same up to their names compile once (``backends/triton/kernel_memo.py``): the
-canonical source, the memo under threads, and real ``triton.compile`` calls for sm_90 (no GPU
+"""Kernels the same up to their names compile once (``backends/runtime/triton_kernel_memo.py``):
+the canonical source, the memo under threads, and real ``triton.compile`` calls for sm_90 (no GPU
 needed) counting what a program's warm-up compiles."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from fir.backends.triton.kernel_memo import CompileMemo, canonical_source
+from fir.backends.runtime.triton_kernel_memo import CompileMemo, canonical_source
 from triton_offline import run_offline
 
 KERNEL = """
@@ -130,7 +130,7 @@ SM90_MEMO = """
 import sys
 from fir.backends.plan import plan_module
 from fir.backends.triton.build import compile_kernel, load_module, module_path
-from fir.backends.triton.kernel_memo import CompileMemo
+from fir.backends.runtime.triton_kernel_memo import CompileMemo
 from fir.backends.triton.render import jit_name, render_program
 from fir.ir.parser import parse_module
 from fir.passes.pipeline import parse_pipeline

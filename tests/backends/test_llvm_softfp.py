@@ -1,5 +1,5 @@
-"""The half conversions the llvm back end gives MCJIT (backends/llvm/softfp.py), and the check
-that an object needing a name nothing provides is an error, not a call to address 0.
+"""The half conversions the llvm back end gives MCJIT (backends/runtime/llvm_softfp.py), and the
+check that an object needing a name nothing provides is an error, not a call to address 0.
 
 Before them, an f16 program with transcendental ops segfaulted under llvmlite 0.50 (LLVM 22)
 on every CPU without AVX512-FP16: LLVM called ``__truncdfhf2``, which the process lacks. The
@@ -21,7 +21,8 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("llvmlite")
 
 import llvmlite.binding as llvm  # noqa: E402
-from fir.backends.llvm import LLVMBuildError, build, softfp  # noqa: E402
+from fir.backends.llvm import LLVMBuildError, build  # noqa: E402
+from fir.backends.runtime import llvm_softfp as softfp  # noqa: E402
 from fir.ir.dtypes import DType  # noqa: E402
 from llvmlite import ir  # noqa: E402
 

@@ -1,5 +1,6 @@
 """benchmarks/dynamic_kernels.py without a GPU: how it gives each kernel its time when kernels
-share a binary (``backends/triton/kernel_memo.py``) and the profiler names only the first."""
+share a binary (``backends/runtime/triton_kernel_memo.py``) and the profiler names only the
+first."""
 
 from __future__ import annotations
 

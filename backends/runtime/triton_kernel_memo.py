@@ -1,4 +1,6 @@
-"""Compile each distinct kernel of a program once.
+"""Compile each distinct kernel of a program once: an in-process cache of ``triton.compile``
+results, the runtime's (what it keys on is the rendered source, which it only reads; no kernel
+is rendered here), like the on-disk cache of :mod:`fir.backends.cache`.
 
 A model's layers repeat: BERT's training step has 383 kernels, and its twelve layers make most
 of them copies of one another that differ only in the names FIR gave their buffers and values

@@ -1,5 +1,8 @@
 """The half-precision conversions LLVM calls as library functions, and a check that an object
-file needs nothing the process lacks.
+file needs nothing the process lacks: the llvm back end's part of the process runtime (what
+compiler-rt would be to a linked program). No kernel plan is rendered here: the functions are
+fixed, compiled once per process beside the kernels' objects and found by MCJIT's symbol
+resolution when an object is loaded (:mod:`fir.backends.llvm.build`).
 
 On a CPU without native f16 arithmetic (no AVX512-FP16: most Xeons before Sapphire Rapids, every
 AMD EPYC to date) LLVM lowers some conversions to and from ``half`` to calls of compiler-rt's
@@ -15,7 +18,8 @@ operations and float ones that every x86-64 CPU has (no ``half`` conversion at a
 compiling them needs no library call either), compiled once per process for the same target
 as the kernels (so ``half`` is passed the same way, in an XMM register since LLVM 15) and
 registered with ``llvm.add_symbol``. They round to nearest, ties to even, as the hardware does
-(in the default rounding mode); a NaN stays a quiet NaN with its sign and top payload bits. And before an object is loaded, :func:`unresolved_symbols` lists the names it
+(in the default rounding mode); a NaN stays a quiet NaN with its sign and top payload bits.
+And before an object is loaded, :func:`unresolved_symbols` lists the names it
 needs that nothing provides, so a missing one is an error that says so, never a jump to 0.
 """
 

@@ -1,6 +1,11 @@
 """The llvm back end's OpenMP drivers: a kernel split over the cores by the OpenMP runtime the
 C++ back end uses (why OpenMP, and how the runtime calls a driver:
-:mod:`fir.backends.runtime.llvm_threads`).
+:mod:`.llvm_threads`).
+
+A driver is runtime glue compiled into the module, not a rendering of the kernel's plan: the
+same code for every kernel (only the kernel it calls differs), the other side of
+:mod:`.llvm_threads`' calls (the context's layout, ``CTX_FIELDS``, and how a chunk reports its
+error are agreed between the two, so they live side by side).
 
 A kernel takes a range ``[start, stop)`` of its parallel loop. For each kernel the module gets
 a driver, ``<kernel>_omp(ctx, threads)``, that calls libgomp's ``GOMP_parallel`` with a body

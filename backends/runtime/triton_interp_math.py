@@ -1,7 +1,9 @@
 """libdevice's functions for ``TRITON_INTERPRET=1``: the interpreter runs a kernel as Python
 over numpy arrays and cannot call CUDA's libdevice (its externs raise there), so generated code
-and :mod:`.helpers` call math through this module instead. Each function computes with torch's
-own operator on the lanes, in the lanes' dtype, so the interpreter's results are eager's.
+and :mod:`fir.backends.triton.helpers` call math through this module instead. Each function
+computes with torch's own operator on the lanes, in the lanes' dtype, so the interpreter's
+results are eager's. It is a run-time library (the interpreter's stand-in for libdevice, called
+while a kernel runs), not part of rendering: no generated code names it.
 
 Only imported when ``TRITON_INTERPRET=1``; names mirror ``triton.language.extra.libdevice``.
 """
