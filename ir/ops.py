@@ -251,12 +251,13 @@ def literal_in_op_dtype(op: str, position: int, leading_tensor: bool) -> bool:
     return not (leading_tensor and position > 0 and op in SCALAR_AT_COMPUTE_PRECISION)
 
 
-# On a GPU eager PyTorch keeps a Python scalar at the compute precision (f32 for f16/bf16) in
-# most binary ops, whose CUDA kernels take it as their "opmath" type; these ops' kernels take both
-# operands in the tensor's dtype, so the scalar is rounded to it first, as on the CPU (measured on
-# an H200: ``x % 0.3`` on f16 differed from eager in 1,060 of 2,048 elements with 0.3 at f32,
-# ``x ** 0.3`` in 225; the other binary ops and comparisons agreed with it at f32)
-GPU_SCALAR_IN_OP_DTYPE = frozenset({"mod", "fmod", "atan2", "hypot", "pow"})
+# Ops whose kernels take a Python scalar in the tensor's dtype on every device: rounded to it
+# first for f16/bf16. On a GPU eager keeps the scalar of most other binary ops at the compute
+# precision (f32), which its CUDA kernels take it as ("opmath"); not these (measured on an H200:
+# ``x % 0.3`` on f16 with 0.3 at f32 differed from eager in 1,060 of 2,048 elements, ``x ** 0.3``
+# in 225; the other binary ops and comparisons agreed with it at f32). The plan rounds them once
+# for every back end (backends/plan/lowering.py).
+SCALAR_IN_OP_DTYPE = frozenset({"mod", "fmod", "atan2", "hypot", "pow"})
 
 
 for _n in UNARY_FLOAT:

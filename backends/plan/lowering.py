@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable
 from fir.ir.accumulators import Merge
 from fir.ir.dtypes import DType, literal_value
 from fir.ir.graph import Literal
-from fir.ir.ops import literal_in_op_dtype
+from fir.ir.ops import SCALAR_IN_OP_DTYPE, literal_in_op_dtype
 
 from .instructions import AccResult, Compute, Constant, IndexValue, Instr, Load, Operand
 from .kernel import KernelPlan
@@ -126,7 +126,7 @@ def _in_op_dtype(a: Operand, d: DType) -> Operand:
 def _floordiv(b: _Builder, i: Compute) -> None:
     x, y = i.args
     d = i.dtype
-    if d.is_float and d.compute_dtype is not d:  # in f32, the quotient rounded once
+    if _narrow(d):  # in f32, the quotient rounded once
         x, y, c = _in_compute_dtype(b, i)
         q = b.fresh()
         _floordiv(b, Compute(q, "floordiv", (x, y), c))
@@ -174,9 +174,6 @@ def _floordiv(b: _Builder, i: Compute) -> None:
 def _mod(b: _Builder, i: Compute) -> None:
     x, y = i.args
     d = i.dtype
-    if d.is_float:  # eager's kernels take a scalar operand of remainder in the tensor's dtype,
-        # on the CPU and on a GPU (GPU_SCALAR_IN_OP_DTYPE): its steps here read it so
-        x, y = (_in_op_dtype(a, d) for a in (x, y))
     if d.is_float or d.is_signed:
         if d.is_float:
             r = b.op("fmod", x, y, dtype=d)
@@ -353,7 +350,7 @@ def lower_instrs(instrs: list[Instr], native: Native) -> list[Instr]:
             return not native(i.op, dtypes.get(named, i.dtype) if named else i.dtype)
         return i.op not in native
 
-    todo = instrs
+    todo = _scalars_in_op_dtype(instrs)
     while any(lowered(i) for i in todo):
         out: list[Instr] = []
         b = _Builder(taken, dtypes, out)
@@ -365,6 +362,23 @@ def lower_instrs(instrs: list[Instr], native: Native) -> list[Instr]:
                 out.append(i)
         todo = out
     return todo
+
+
+def _narrow(d: DType) -> bool:
+    """f16 and bf16: floats computed in a wider dtype (f32)."""
+    return d.is_float and d.compute_dtype is not d
+
+
+def _scalars_in_op_dtype(instrs: list[Instr]) -> list[Instr]:
+    """``instrs`` with each float literal of an f16/bf16 op of
+    :data:`~fir.ir.ops.SCALAR_IN_OP_DTYPE` rounded to the op's dtype, as eager's kernels take
+    it on every device (and ``mod``'s lowered steps then read it so too)."""
+    out: list[Instr] = []
+    for i in instrs:
+        if isinstance(i, Compute) and i.op in SCALAR_IN_OP_DTYPE and _narrow(i.dtype):
+            i = dataclasses.replace(i, args=tuple(_in_op_dtype(a, i.dtype) for a in i.args))
+        out.append(i)
+    return out if out != instrs else instrs
 
 
 def lower(plan: KernelPlan, native: Native) -> KernelPlan:

@@ -43,7 +43,7 @@ from fir.backends.plan.program import shared_storage
 from fir.ir.dtypes import DType
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import COMPARE, GPU_SCALAR_IN_OP_DTYPE
+from fir.ir.ops import COMPARE
 from fir.ir.types import Dim, dims_mul
 
 from . import ops
@@ -450,9 +450,7 @@ class _Writer(ins.InstrWalker):
         dst = self.name("value", i.dst)
         operand_dtype = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         args = [  # where's condition is a bool
-            (literal(a, operand_dtype, exact=True), frozenset())
-            if isinstance(a, Literal) and i.op in GPU_SCALAR_IN_OP_DTYPE
-            else self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
+            self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
             for k, a in enumerate(i.args)
         ]
         texts = [text for text, _ in args]
@@ -469,12 +467,9 @@ class _Writer(ins.InstrWalker):
         if pattern is None:
             raise ValueError(f"kernel {self.plan.name}: no Triton entry for op '{i.op}'")
         expr = pattern.format(*texts)
-        if i.op == "div" and operand_dtype.is_float:
-            scale = _reciprocal(i.args[1], operand_dtype)
-            if (
-                scale is not None
-            ):  # eager's product by the reciprocal; tl.div_rn is ~10 instructions
-                expr = f"{texts[0]} * {literal(Literal(scale), operand_dtype)}"
+        scale = _reciprocal(i.args[1], operand_dtype) if i.op == "div" else None
+        if scale is not None:  # eager's product by the reciprocal; tl.div_rn is ~10 instructions
+            expr = f"{texts[0]} * {literal(Literal(scale), operand_dtype)}"
         constant = all(isinstance(a, Literal) for a in i.args)
         if constant and i.op not in COMPARE and not i.dtype.is_bool:
             expr = _full_scalar(expr, i.dtype)
@@ -636,17 +631,16 @@ def _full_scalar(value: str, dtype: DType) -> str:
 def _reciprocal(divisor: Any, dtype: DType) -> float | None:
     """``1 / divisor`` in ``dtype``'s compute type, for a finite nonzero literal divisor: a GPU's
     eager PyTorch divides by a Python scalar as a product by that reciprocal (ATen's CUDA
-    ``div_true_kernel``), so ``x / 0.3`` here gives its bits; None for another divisor."""
-    value = divisor.value if isinstance(divisor, Literal) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if value == 0 or not math.isfinite(value):
+    ``div_true_kernel``: in f32 from the scalar rounded to f32), so ``x / 0.3`` here gives its
+    bits; None for another divisor."""
+    value = divisor.value if isinstance(divisor, Literal) and dtype.is_float else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value:
         return None
     if dtype.compute_dtype is DType.F64:
-        inverse = 1.0 / float(value)
-    else:  # in f32, from the scalar rounded to f32, as the kernel's opmath type computes it
+        inverse = 1.0 / value
+    else:
         inverse = float(np.float32(1.0) / np.float32(value))
-    return inverse if math.isfinite(inverse) and inverse != 0 else None
+    return inverse if math.isfinite(inverse) and inverse else None
 
 
 def _operand(text: str) -> str:

@@ -18,7 +18,7 @@ from fir.ir.ops import (
     BINARY_FLOAT,
     BINARY_NUMERIC,
     COMPARE,
-    GPU_SCALAR_IN_OP_DTYPE,
+    SCALAR_IN_OP_DTYPE,
     literal_in_op_dtype,
 )
 from fir.ir.parser import parse_module
@@ -93,7 +93,7 @@ def test_cpu_back_ends_agree_with_the_interpreter_bit_for_bit(
     assert not wrong, wrong
 
 
-GPU_ROUNDED = sorted(GPU_SCALAR_IN_OP_DTYPE | {"mod"})
+GPU_ROUNDED = sorted(SCALAR_IN_OP_DTYPE)
 
 
 @pytest.mark.parametrize("leading", [False, True])
