@@ -629,17 +629,19 @@ def _full_scalar(value: str, dtype: DType) -> str:
 
 
 def _reciprocal(divisor: Any, dtype: DType) -> float | None:
-    """``1 / divisor`` in ``dtype``'s compute type, for a finite nonzero literal divisor: a GPU's
-    eager PyTorch divides by a Python scalar as a product by that reciprocal (ATen's CUDA
-    ``div_true_kernel``: in f32 from the scalar rounded to f32), so ``x / 0.3`` here gives its
-    bits; None for another divisor."""
+    """``1 / divisor`` where a product by it replaces a division by literal ``divisor``: a power
+    of two (the same bits; one instruction against ``tl.div_rn``'s ten), or any finite nonzero
+    one in an f16/bf16 op, as a GPU's eager divides by a Python scalar (ATen's CUDA
+    ``div_true_kernel``: ``x / 0.3`` is ``x * (1.0f / 0.3f)``). An f32 division stays IEEE's."""
     value = divisor.value if isinstance(divisor, Literal) and dtype.is_float else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value:
         return None
-    if dtype.compute_dtype is DType.F64:
-        inverse = 1.0 / value
-    else:
-        inverse = float(np.float32(1.0) / np.float32(value))
+    mantissa, exponent = math.frexp(value)
+    if abs(mantissa) == 0.5 and -126 <= 1 - exponent <= 127:  # in f32's normal range
+        return math.copysign(math.ldexp(1.0, 1 - exponent), value)
+    if dtype.compute_dtype is dtype:
+        return None
+    inverse = float(np.float32(1.0) / np.float32(value))
     return inverse if math.isfinite(inverse) and inverse else None
 
 

@@ -380,30 +380,34 @@ func @d(%x: f32[64], %y: f64[64]) -> (f32[64], f32[64], f64[64], f32[64]) {
 """
 
 
-def test_division_by_a_literal_is_a_product_by_its_reciprocal() -> None:
+def test_division_by_a_power_of_two_is_a_multiplication_with_the_same_bits() -> None:
     """T5's relative-position buckets divide by 8: ``tl.div_rn`` costs about ten instructions,
-    a multiplication by 0.125 one, and both round the same real number: subnormal results,
-    infinities and NaN keep the interpreter's bits. Any other literal divisor is a product by
-    its reciprocal too, as ATen's CUDA kernel divides by a Python scalar (``x / 2.77`` is
-    ``x * (1.0f / 2.77f)``): eager's bits on a GPU, at most an f32 ulp from the quotient."""
+    a multiplication by 0.125 one, and both round the same real number. Subnormal results,
+    infinities and NaN keep their bits; an f32 divisor that is no power of two stays a
+    division (IEEE's, as the interpreter's)."""
     tiny = [1e-38, -3e-39, 1.4e-45, 3.4e38, float("inf"), float("-inf"), float("nan"), 0.0]
     x = torch.cat([torch.tensor(tiny), torch.randn(56) * 1e3])
     y = x.double() * 1e-300
-    (p,) = compile_text(DIVIDE_BY_CONSTANTS)
-    want = run_graph(parse_module(DIVIDE_BY_CONSTANTS, "<test>").funcs[0], [x, y])
-    got = [t.cpu() for t in p(x.to(DEVICE), y.to(DEVICE))]
-    for w, o in zip(want[:3], got[:3]):
-        torch.testing.assert_close(o, w, rtol=0, atol=0, equal_nan=True)
-    inverse = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(
-        2.7725887298583984, dtype=torch.float32
-    )
-    torch.testing.assert_close(got[3], x * inverse, rtol=0, atol=0, equal_nan=True)
-    torch.testing.assert_close(got[3], want[3], rtol=2e-7, atol=0, equal_nan=True)
+    (p,) = check(DIVIDE_BY_CONSTANTS, [x, y], rtol=0, atol=0)
     source = p.kernels.source
-    assert "* 0.125" in source and "* -4.0" in source and "0.0009765625, tl.float64" in source, (
-        source
+    assert "* 0.125" in source and "* -4.0" in source, source
+    assert "0.0009765625, tl.float64" in source, source
+    assert source.count("tl.div_rn(") == 1, source  # the division by 2.77 only
+
+
+def test_narrow_division_by_a_literal_is_eagers_product_by_the_reciprocal() -> None:
+    """On a GPU eager divides an f16 tensor by a Python scalar as a product by the scalar's
+    f32 reciprocal (ATen's CUDA ``div_true_kernel``): ``x / 0.3`` is ``x * (1.0f / 0.3f)``,
+    rounded once; the Triton back end computes that, bit for bit."""
+    text = (
+        "func @d(%x: f16[2048]) -> (f16[2048]) {\n  %y = div %x, 0.3 : f16[2048]\n  return %y\n}\n"
     )
-    assert "tl.div_rn(" not in source, source
+    x = (torch.randn(2048, generator=torch.Generator().manual_seed(0)) * 3).half()
+    (p,) = compile_text(text)
+    (got,) = p(x.to(DEVICE))
+    inverse = torch.tensor(1.0) / torch.tensor(0.3)  # in f32
+    assert torch.equal(got.cpu(), (x.float() * inverse).half())
+    assert "tl.div_rn(" not in p.kernels.source
 
 
 # ---------------------------------------------------------------------------------------------
