@@ -28,7 +28,9 @@ aligned operands (GPT-2's LM head at inference), is not padded: the copy into de
 undo much of the gain (on an H200: 0.56 ms for the padded product with its padded weight, then
 0.22 ms for FIR's copy kernel, 0.42 for ATen's). It calls FIR's own matmul, which writes dense
 rows of any length (0.59 ms; :mod:`fir.ir.fir_ops`; GPT-2's inference step 2.64 -> 2.48 ms of
-device time)::
+device time). So does a product of at most :data:`MM_T_ROWS` rows that kernels read, where
+``fir.mm_t`` is as fast as padding or faster (a decoding step's LM head: 8 rows, 0.039 ms
+against 0.095)::
 
     %x.rows = reshape %x : bf16[4096, 768]
     %mm.rows = extern "fir.mm_t.default"(%x.rows, %w) : bf16[4096, 50257]   # a @ w.T
@@ -59,6 +61,11 @@ _PADDED_DTYPES = frozenset({DType.F16, DType.BF16, DType.F32})
 # an f32 product stays cuBLAS's, in full f32 as eager computes it)
 _MM_T_DTYPES = frozenset({DType.F16, DType.BF16})
 MM_T = "fir.mm_t.default"
+# the most rows (at the traced sizes) for which fir.mm_t also takes a product that kernels read:
+# up to 2,048 rows it was as fast as the padded product with its padded weight or faster on an
+# H200 (8 x 768 x 50257: 0.039 ms against 0.095; 2048 x 2048 x 32001: 0.434 against 0.470), at
+# 4,096 rows 5% slower (docs/benchmarks/gemm-padding.md)
+MM_T_ROWS = 2048
 
 
 def padded(size: int, itemsize: int) -> int:
@@ -107,7 +114,8 @@ class PadMatmulPass(Pass):
                 nodes.append(n)
                 continue
             assert isinstance(n, TensorOp)
-            if id(n.results[0]) in returned and _dense_rows_fit(n, plan):
+            few_rows = mm_t and _rows(n, hints) <= MM_T_ROWS
+            if (id(n.results[0]) in returned or few_rows) and _dense_rows_fit(n, plan):
                 new, result = _dense_rows(n, taken)
                 dense += 1
             else:
@@ -140,6 +148,21 @@ def _returned_only(g: Graph) -> set[int]:
         return memo[id(v)]
 
     return {id(v) for n in g.nodes for v in n.results if only_returned(v)}
+
+
+def _rows(mm: TensorOp, hints: dict[sympy.Symbol, int]) -> int:
+    """The rows of ``mm``'s product (its left operand's leading dimensions) at the traced
+    sizes; a very large number where they are unknown."""
+    a = mm.operands[0]
+    assert isinstance(a, Value)
+    m: Any = 1
+    for r in a.type.shape[:-1]:
+        m *= r
+    if isinstance(m, int):
+        return m
+    if not free_symbols(m) <= set(hints):
+        return 1 << 62
+    return int(evaluate(m, hints))
 
 
 def _dense_rows_fit(mm: TensorOp, plan: tuple[Any, int, int]) -> bool:

@@ -106,6 +106,30 @@ def test_a_returned_lm_head_compiles_to_mm_t() -> None:
     torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
 
 
+READ_HEAD = """
+func @lm(%x: f16[48, 64], %w: f16[1001, 64]) -> (f16[48, 1001]) {
+  %wt = transpose %w {dim0 = 0, dim1 = 1} : f16[64, 1001]
+  %y = matmul %x, %wt : f16[48, 1001]
+  %r = relu %y : f16[48, 1001]
+  return %r
+}
+"""
+
+
+def test_a_product_of_few_rows_that_a_kernel_reads_takes_mm_t_too() -> None:
+    """A decoding step's LM head (few rows) read by a kernel: ``fir.mm_t`` writes the dense
+    rows the kernel then reads; the compiled program agrees with the interpreter."""
+    module = parse_pipeline("pad-matmul{min-macs=0},cuda").run(parse_module(READ_HEAD, "<test>"))
+    g = module.funcs[0]
+    assert any(getattr(n, "callee", "") == "fir.mm_t.default" for n in g.nodes)
+    g0 = torch.Generator().manual_seed(2)
+    x = torch.randn(48, 64, generator=g0).half()
+    w = torch.randn(1001, 64, generator=g0).half()
+    (want,) = run_graph(parse_module(READ_HEAD, "<test>").funcs[0], [x, w])
+    (got,) = compile_function(g, "triton", device=DEVICE)(x.to(DEVICE), w.to(DEVICE))
+    torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
+
+
 SM90 = """
 import triton
 from triton.backends.compiler import GPUTarget
