@@ -189,10 +189,13 @@ class _Kernel(NestWalker):
         # a load read from a turned tile (:meth:`on_turn`): the tile, the tile's loops, their
         # first elements, its side
         self.turned: dict[str, tuple[Any, str, str, Any, Any, int]] = {}
-        # where each loop of a nest ends (a tile's elements end at its edge or there)
+        # where each loop of a nest ends (a tile's elements end at its edge or there), and
+        # each loop's counter (the remainder of a loop in lanes starts where its blocks stopped)
         self.ends: dict[str, Any] = {}
-        # the column block being written: its first output, its outputs, the values crossing
-        # from one segment to another and their block arrays (:meth:`on_lanes`)
+        self.counters: dict[str, Any] = {}
+        # the column block (or block of a reduction's lanes) being written: its first output,
+        # its outputs, the values crossing from one segment to another and their block arrays
+        # (:meth:`on_lanes`)
         self.column: tuple[Any, Any, set[str], dict[str, Any]] = (None, None, set(), {})
 
     # -- helpers
@@ -279,21 +282,27 @@ class _Kernel(NestWalker):
 
     def on_run(self, r: Run) -> None:
         """A loop of a nest: a tile's elements end at the tile's edge or the loop's end; the
-        tiles (``x0.t``) and column blocks (``x0.c``) step by their side; a reduction's
-        innermost loop may run in lanes (:meth:`row_lanes`)."""
+        tiles (``x0.t``), column blocks (``x0.c``) and whole blocks of lanes (``x0.v``) step by
+        their side; a reduction's innermost loop may run in lanes (:meth:`row_lanes`), the
+        remainder from where their blocks stopped."""
         if r.lanes:
             return self.row_lanes(r)
         if r.span is Span.TILE:
             lo = self.syms[r.var + ".t"]
             hi = self.smin(self.b.add(lo, ir.Constant(I64, r.block)), self.ends[r.var])
+        elif r.span is Span.REST:
+            lo, hi = self.b.load(self.counters[r.var + ".v"]), self.ends[r.var]
         else:
             lo, hi = self.bounds(r.loop)
             self.ends[r.var] = hi
-        steps = r.span in (Span.TILES, Span.BLOCKS)
-        name = r.var + {Span.TILES: ".t", Span.BLOCKS: ".c"}.get(r.span, "")
+        if r.span is Span.LANES:  # while a block's first + lanes <= the end
+            hi = self.b.sub(hi, ir.Constant(I64, r.block - 1))
+        steps = r.span in (Span.TILES, Span.BLOCKS, Span.LANES)
+        name = r.var + {Span.TILES: ".t", Span.BLOCKS: ".c", Span.LANES: ".v"}.get(r.span, "")
         items = r.items
         parallel = items is not None and self.independent(items, r.var)
         h = self.open_loop(name, lo, hi, r.block if steps else 1, parallel=parallel)
+        self.counters[name] = h[1]
         self.items(r.body)
         self.close_loop(h)
 
@@ -428,14 +437,24 @@ class _Kernel(NestWalker):
 
     def on_lanes(self, lanes: Lanes) -> None:
         """``for l < n: var = xb + l`` over the outputs of a column block, each accumulator and
-        crossing value element ``l`` of its block array."""
+        crossing value element ``l`` of its block array; or over a block of a reduction's lanes
+        (``n`` constant, never unrolled: :meth:`open_loop`), each accumulator its lane's
+        state (Welford's count and its reciprocal once per block)."""
         b, var, items = self.b, lanes.loop.var, lanes.items
+        if lanes.lanes:  # the block of lanes that starts at ``x0.v``
+            self.column = (self.syms[var + ".v"], ir.Constant(I64, lanes.lanes), set(), {})
         xb, n, crossing, arrays = self.column
+        for a in lanes.counted:
+            t = self.acc_init[a][0].type
+            count = b.sitofp(b.add(b.sdiv(xb, n), ir.Constant(I64, 1)), t)
+            self.uniform[a] = {"a2": count, "inv": b.fdiv(ir.Constant(t, 1.0), count)}
+        parallel = self.independent(items, var)
         h = self.open_loop(
-            var + ".l", ir.Constant(I64, 0), n, parallel=self.independent(items, var)
+            var + ".l", ir.Constant(I64, 0), n, unroll=not lanes.lanes, parallel=parallel
         )
         lane = self.syms[var + ".l"]
         self.syms[var] = b.add(xb, lane)
+        scalar = dict(self.accs)
         for acc, (kind, dtype, arrs) in self.lane_accs.items():
             self.accs[acc] = (kind, dtype, [self.lane_ptr(a, lane) for a in arrs])
         for name, arr in arrays.items():
@@ -447,6 +466,7 @@ class _Kernel(NestWalker):
                 arrays[name] = self.alloca_b.alloca(ir.ArrayType(v.type, COLUMN_BLOCK))
             b.store(v, self.lane_ptr(arrays[name], lane))
         self.close_loop(h)
+        self.accs, self.uniform = scalar, {}
 
     def lane_ptr(self, array: Any, lane: Any) -> Any:
         """Element ``lane`` of a stack array of lanes (or of a column block), which only the
@@ -723,66 +743,36 @@ class _Kernel(NestWalker):
 
     def row_lanes(self, r: Run) -> None:
         """An innermost reduction loop with an accumulator LLVM cannot vectorise as a reduction
-        (Welford's divides by the running count, argmax carries an index): the schedule's lanes
-        of elements at a time, each lane with its own state in a stack array, so the loop over
-        the lanes has no loop-carried dependency and vectorises; the remainder updates the
-        scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
-        lp, lanes_n = r.loop, r.lanes
-        accs = sorted({i.acc for i in lp.body if isinstance(i, ins.Accumulate)})
-        b = self.b
-        width = ir.Constant(I64, lanes_n)
-        scalar = {a: self.accs[a] for a in accs}
-        arrays: dict[str, list[Any]] = {a: [] for a in accs}  # a stack array per component
-
-        def element(array: Any, k: int) -> Any:
-            return b.gep(array, [ir.Constant(I32, 0), ir.Constant(I32, k)])
-
-        for a in accs:
+        (Welford's divides by the running count, argmax carries an index), in the schedule's
+        lanes: each lane with its own state in a stack array, so the loop over a block's lanes
+        (:meth:`on_lanes`) has no loop-carried dependency and vectorises; the remainder updates
+        the scalar state, which then takes the lanes merged pairwise (ties of argmax by index)."""
+        b, lanes_n = self.b, r.lanes
+        for a in sorted({i.acc for i in r.loop.body if isinstance(i, ins.Accumulate)}):
+            kind, dtype, _ = self.accs[a]
+            arrays = []  # a stack array per component, every lane at the start value
             for c in self.acc_init[a]:
-                arrays[a].append(self.alloca_b.alloca(ir.ArrayType(c.type, lanes_n)))
+                arrays.append(self.alloca_b.alloca(ir.ArrayType(c.type, lanes_n)))
                 for k in range(lanes_n):
-                    b.store(c, element(arrays[a][-1], k))
-        size = self.index(lp.size)
-        # blocks while vb + lanes_n <= size, then the remainder from where they stopped
-        last = b.sub(size, ir.Constant(I64, lanes_n - 1))
-        blocks = self.open_loop(lp.var + ".v", ir.Constant(I64, 0), last, lanes_n)
-        vb = self.syms[lp.var + ".v"]
-        # every lane has seen the same number of elements: Welford's count, and the reciprocal
-        # its update multiplies by, once per block instead of a division per element
-        for a in accs:
-            if scalar[a][0] == "welford":
-                t = self.acc_init[a][0].type
-                n = b.sitofp(b.add(b.sdiv(vb, width), ir.Constant(I64, 1)), t)
-                self.uniform[a] = {"a2": n, "inv": b.fdiv(ir.Constant(t, 1.0), n)}
-        parallel = self.independent(lp.body, lp.var)
-        lanes = self.open_loop(
-            lp.var + ".l", ir.Constant(I64, 0), width, unroll=False, parallel=parallel
-        )
-        lane = self.syms[lp.var + ".l"]
-        self.syms[lp.var] = b.add(vb, lane)
-        for a in accs:
-            kind, dtype, _ = scalar[a]
-            self.accs[a] = (kind, dtype, [self.lane_ptr(arr, lane) for arr in arrays[a]])
-        self.items(lp.body)
-        self.close_loop(lanes)
-        self.close_loop(blocks)
-        self.accs.update(scalar)
-        self.uniform.clear()
-        rest = self.open_loop(lp.var, b.load(blocks[1]), size, parallel=parallel)
-        self.items(lp.body)
-        self.close_loop(rest)
-        for a in accs:
+                    b.store(c, self.lane_ptr(arrays[-1], ir.Constant(I32, k)))
+            self.lane_accs[a] = (kind, dtype, arrays)
+        self.items(r.body)
+        for a, (kind, dtype, arrays) in self.lane_accs.items():
             # the lanes pairwise (a tree: 5 dependent merges, not 32), then into the state
-            kind, dtype, slots = scalar[a]
-            lanes_ = [[b.load(element(arr, k)) for arr in arrays[a]] for k in range(lanes_n)]
-            while len(lanes_) > 1:
-                lanes_ = [
-                    self.combine(kind, dtype, lanes_[k], lanes_[k + 1])
-                    for k in range(0, len(lanes_), 2)
+            slots = self.accs[a][2]
+            lanes = [
+                [b.load(self.lane_ptr(x, ir.Constant(I32, k))) for x in arrays]
+                for k in range(lanes_n)
+            ]
+            while len(lanes) > 1:
+                lanes = [
+                    self.combine(kind, dtype, lanes[k], lanes[k + 1])
+                    for k in range(0, len(lanes), 2)
                 ]
-            merged = self.combine(kind, dtype, [b.load(x) for x in slots], lanes_[0])
+            merged = self.combine(kind, dtype, [b.load(x) for x in slots], lanes[0])
             for slot, v in zip(slots, merged):
                 b.store(v, slot)
+        self.lane_accs.clear()
 
     def combine(self, kind: str, dtype: DType, cur: list[Any], other: list[Any]) -> list[Any]:
         """Two states of an accumulator (their components) merged into one: the steps of

@@ -2,7 +2,8 @@
 
 The schedule (:mod:`.schedule`) decides how each top-level nest runs: in which order, which
 pair in square tiles (and which loads from a turned copy of each tile), which loop as column
-blocks, which whole-tensor reduction split among the threads, which reduction loop in lanes.
+blocks, which whole-tensor reduction split among the threads, which reduction loop in lanes (its
+whole blocks of lanes, then the remainder).
 :func:`loop_nest` writes those decisions out as a tree of :class:`Run` nodes, one for every
 loop that runs (and a few nodes that say what a tile or a column block needs), so that the
 C++ and LLVM renderers walk the same loops, each with one handler per node kind, and neither
@@ -19,7 +20,7 @@ from typing import Any
 from fir.ir.types import Dim
 
 from .index_text import stride
-from .instructions import HANDLER, AccInit, Expr, InstrWalker, Load
+from .instructions import HANDLER, AccInit, Accumulate, Expr, InstrWalker, Load
 from .kernel import KernelPlan
 from .loop_tree import Item, Loop, chain, column_segments, loop_tree, walk
 from .schedule import (
@@ -41,6 +42,8 @@ class Span(Enum):
     TILE = "tile"  # one tile's elements: [its first, min(first + side, size))
     BLOCKS = "blocks"  # all of it by ``COLUMN_BLOCK``: the first output of each column block
     SPLIT = "split"  # a whole-tensor reduction loop, one range per thread
+    LANES = "lanes"  # whole blocks of lanes, [0, size - block + 1) by ``block``: each one's first
+    REST = "rest"  # the remainder of a loop in lanes: from where its whole blocks stopped
 
 
 @dataclass
@@ -52,7 +55,9 @@ class Run:
     (0: no parallel loop starts here); ``hoists``: an innermost loop runs what it computes the same in every iteration once
     before it (not the only loop of a kernel: the schedule's rule, :mod:`.schedule`);
     ``lanes``: a reduction's innermost loop runs that many elements at a time, one state of
-    each accumulator per lane (0: one element at a time)."""
+    each accumulator per lane, merged into the scalar state after its ``body``: a
+    :data:`Span.LANES` run of whole blocks, then a :data:`Span.REST` run of the remainder on
+    the scalar state (0: one element at a time)."""
 
     loop: Loop
     span: Span
@@ -123,11 +128,16 @@ class Columns:
 class Lanes:
     """``for l < n``: the outputs of a column block of ``loop`` (``var = block + l``), running
     ``items``; ``per_lane``: for a reduction segment, the values made per output (what else is
-    the same for every output runs once before the loop); None: straight-line code."""
+    the same for every output runs once before the loop); None: straight-line code. Or, where
+    ``lanes``, the ``lanes`` elements of a block of a reduction loop in lanes, each updating
+    its lane's state; ``counted``: the accumulators whose update reads how many elements every
+    lane has seen (Welford's count), the same in every lane, once per block."""
 
     loop: Loop
     items: list[Item]
     per_lane: set[str] | None = None
+    lanes: int = 0
+    counted: tuple[str, ...] = ()
 
 
 Node = Item | Run | Turn | Columns | Lanes
@@ -182,12 +192,22 @@ def _phases(
         loops = chain(it)
         inner = loops[-1]
         lanes = reduction_lanes(family, inner, ints, split and len(loops) == 1)
-        node = Run(inner, Span.WHOLE, _phases(inner.body, family, ints), lanes=lanes)
+        body = _lanes(inner, lanes) if lanes else _phases(inner.body, family, ints)
+        node = Run(inner, Span.WHOLE, body, lanes=lanes)
         for lp in reversed(loops[:-1]):
             node = Run(lp, Span.WHOLE, [node])
         node.span = Span.SPLIT if split else Span.WHOLE
         out.append(node)
     return out
+
+
+def _lanes(inner: Loop, lanes: int) -> list[Node]:
+    """The body of reduction loop ``inner`` in ``lanes``: its whole blocks of lanes, then the
+    remainder one element at a time."""
+    accs = (i for i in inner.body if isinstance(i, Accumulate) and i.kind == "welford")
+    counted = tuple(sorted({i.acc for i in accs}))
+    blocks = Run(inner, Span.LANES, [Lanes(inner, inner.body, None, lanes, counted)], lanes)
+    return [blocks, Run(inner, Span.REST, list(inner.body))]
 
 
 def _nest(loops: list[Loop], nest: NestSchedule, family: Family, ints: set[str]) -> Run:

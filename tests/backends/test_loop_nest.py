@@ -57,6 +57,13 @@ def shape(nodes: list[Node]) -> list[Any]:
     return out
 
 
+def in_lanes(var: str, span: str, lanes: int) -> tuple[Any, ...]:
+    """The shape of reduction loop ``var`` in ``lanes``: its whole blocks of lanes, each
+    block's lanes running the body, then the remainder."""
+    blocks = (var, "lanes", lanes, 0, [("lanes", var, False)])
+    return (var, span, "lanes", lanes, [blocks, (var, "rest", 0, 0, ["code"])])
+
+
 TRANSPOSE_ADD = """
 func @f(%x: f32[256, 256], %y: f32[256, 256]) -> (f32[256, 256]) {
   %t = transpose %y {dim0 = 0, dim1 = 1} : f32[256, 256]
@@ -148,8 +155,13 @@ func @f(%x: f32[256, 512]) -> (f32[256], f32[256], f32[256]) {
         return [n for n in shape(top.body) if n != "code"]
 
     # every kind in C++'s 16 lanes; LLVM vectorises a sum itself, Welford in its 32 lanes
-    assert rows(CPP) == [("r0", "whole", "lanes", 16, ["code"])] * 2
-    assert rows(LLVM) == [("r0", "whole", 0, 0, ["code"]), ("r0", "whole", "lanes", 32, ["code"])]
+    assert rows(CPP) == [in_lanes("r0", "whole", 16)] * 2
+    assert rows(LLVM) == [("r0", "whole", 0, 0, ["code"]), in_lanes("r0", "whole", 32)]
+    # Welford's count, the same in every lane, is read once per block
+    (top,) = tree(text, LLVM)
+    welford = [n for n in top.body if isinstance(n, Run) and n.lanes]
+    (lanes,) = welford[0].body[0].body
+    assert isinstance(lanes, Lanes) and lanes.lanes == 32 and len(lanes.counted) == 1
 
 
 def test_only_cpp_splits_a_whole_tensor_reduction() -> None:
@@ -159,7 +171,7 @@ func @f(%x: f32[4096, 64]) -> (f32[]) {
   return %s
 }
 """
-    split = ("r0", "split", "lanes", 16, ["code"])
+    split = in_lanes("r0", "split", 16)
     assert shape(tree(text, CPP)) == ["code", split, "code"]
     assert shape(tree(text, LLVM)) == ["code", ("r0", "whole", 0, 0, ["code"]), "code"]
 
