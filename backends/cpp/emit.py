@@ -24,7 +24,6 @@ from fir.backends.plan.schedule import CPP, can_fail, int_values, schedule
 from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
-from fir.ir.ops import literal_in_op_dtype
 
 from . import ops
 from .ops import CASTS, CTYPE, SUFFIXES, literal, start_value, store_expr
@@ -251,13 +250,9 @@ class Emitter(NestWalker):
     def on_compute(self, i: ins.Compute) -> None:
         dtype = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
         integer = dtype.is_int
-        # a literal is a value of the op's dtype, but for a trailing scalar of mul, div and
-        # floordiv, which eager PyTorch applies at the compute precision (literal_in_op_dtype)
-        leading_tensor = not isinstance(i.args[0], Literal)
         args = []
-        for k, a in enumerate(i.args):
-            d = DType.BOOL if (i.op == "where" and k == 0) else dtype
-            text = self.operand(a, d, literal_in_op_dtype(i.op, k, leading_tensor))
+        for a, (d, exact) in zip(i.args, op_forms.operand_forms(i.op, i.args, dtype)):
+            text = self.operand(a, d, exact)
             if i.op in ops.LOGICAL and not d.is_bool:
                 text = f"fir_truth({text})"
             args.append(text)

@@ -51,7 +51,6 @@ from fir.ir.accumulators import Merge, merge, state, update
 from fir.ir.dtypes import DType, literal_value, saturating_type
 from fir.ir.errors import FirError
 from fir.ir.graph import Literal
-from fir.ir.ops import literal_in_op_dtype
 from fir.ir.symbolic import FloorDiv, Modulo
 
 from ..runtime.llvm_omp import add_driver
@@ -590,15 +589,8 @@ class _Kernel(NestWalker):
         if i.op in UNSUPPORTED:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no '{i.op}' yet")
         src = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
-        leading_tensor = not isinstance(i.args[0], Literal)
-        args = [
-            self.operand(
-                a,
-                DType.BOOL if (i.op == "where" and k == 0) else src,
-                literal_in_op_dtype(i.op, k, leading_tensor),
-            )
-            for k, a in enumerate(i.args)
-        ]
+        forms = op_forms.operand_forms(i.op, i.args, src)
+        args = [self.operand(a, d, exact) for a, (d, exact) in zip(i.args, forms)]
         # a cheaper emitter of sin or cos where the argument's magnitude has a bound
         bounded = bounded_emitter(i.op, magnitude(i.args[0], self.magnitudes))
         if ins.checks_divisor(i):  # the plan's tdiv and trem

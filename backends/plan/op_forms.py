@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from fir.ir.dtypes import DType
-from fir.ir.ops import COMPARE
+from fir.ir.graph import Literal
+from fir.ir.ops import COMPARE, literal_in_op_dtype
 
 # op -> its operator between two operands
 OPERATORS = {
@@ -59,3 +60,19 @@ def operand_dtype(
         return dtype
     kind = getattr(args[0], "kind", None)
     return {"bool": DType.BOOL, "int": DType.I64}.get(str(kind), DType.F32)
+
+
+def operand_forms(op: str, args: Sequence[object], dtype: DType) -> list[tuple[DType, bool]]:
+    """How each operand of ``op`` over operands of ``dtype`` (:func:`operand_dtype`) is
+    written: its dtype (``where``'s condition is a bool), and whether a literal there is a
+    value of that dtype (an f16 or bf16 literal rounded to it, as the interpreter makes it) or
+    of its compute dtype: a trailing scalar of mul, div and floordiv, which eager PyTorch
+    applies at the compute precision (:func:`~fir.ir.ops.literal_in_op_dtype`)."""
+    leading_tensor = not isinstance(args[0], Literal)
+    return [
+        (
+            DType.BOOL if op == "where" and k == 0 else dtype,
+            literal_in_op_dtype(op, k, leading_tensor),
+        )
+        for k in range(len(args))
+    ]

@@ -449,10 +449,8 @@ class _Writer(ins.InstrWalker):
             return
         dst = self.name("value", i.dst)
         operand_dtype = op_forms.operand_dtype(i.op, i.args, i.dtype, self.dtypes)
-        args = [  # where's condition is a bool
-            self.operand(a, DType.BOOL if i.op == "where" and k == 0 else operand_dtype)
-            for k, a in enumerate(i.args)
-        ]
+        forms = op_forms.operand_forms(i.op, i.args, operand_dtype)
+        args = [self.operand(a, d) for a, (d, _) in zip(i.args, forms)]
         texts = [text for text, _ in args]
         dims = self.dims[i.dst] = frozenset().union(*(d for _, d in args))
         if i.op == "cast":

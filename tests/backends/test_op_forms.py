@@ -73,6 +73,18 @@ def test_operand_dtype() -> None:
     assert op_forms.operand_dtype("add", (Literal(1), Literal(2)), DType.I32, {}) is DType.I32
 
 
+def test_operand_forms() -> None:
+    from fir.ir.graph import Literal
+
+    # where's condition is a bool; a trailing scalar of mul after a tensor is a value of the
+    # compute dtype (f32 for f16), a leading one or one of add a value of the op's dtype
+    forms = op_forms.operand_forms("where", ("c", "x", Literal(0.1)), DType.F16)
+    assert forms == [(DType.BOOL, True), (DType.F16, True), (DType.F16, True)]
+    assert op_forms.operand_forms("mul", ("x", Literal(0.1)), DType.F16)[1] == (DType.F16, False)
+    assert op_forms.operand_forms("mul", (Literal(0.1), "x"), DType.F16)[0] == (DType.F16, True)
+    assert op_forms.operand_forms("add", ("x", Literal(0.1)), DType.F16)[1] == (DType.F16, True)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_name_an_accumulator_step_reads_has_a_dtype(kind: str) -> None:
     for dtype in DType:
