@@ -28,7 +28,8 @@ calls (digamma and erfinv excepted). An op the back end does not cover would rai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial, reduce
 from typing import Any
 
@@ -38,7 +39,7 @@ from fir.backends.plan import KernelPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
 from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
-from fir.backends.plan.loop_tree import Item, Loop, defines, has_loops, walk
+from fir.backends.plan.loop_tree import Item, defines, has_loops, walk
 from fir.backends.plan.lowering import defined, lower, lower_steps
 from fir.backends.plan.magnitudes import magnitude, magnitudes
 from fir.backends.plan.schedule import (
@@ -122,15 +123,13 @@ class LLVMRenderError(FirError):
     """A plan this back end cannot write (an op it does not cover yet)."""
 
 
-def value_type(dtype: DType) -> ir.Type:
-    """The type values of ``dtype`` are computed in (f16 and bf16 in f32, bool in i1)."""
-    if dtype.is_float:
-        return F64 if dtype is DType.F64 else F32
-    return I1 if dtype.is_bool else ir.IntType(8 * dtype.itemsize)
-
-
-def storage_type(dtype: DType) -> ir.Type:
-    return {DType.BOOL: I8, DType.F16: F16, DType.BF16: I16}.get(dtype) or value_type(dtype)
+# the type values of each dtype are computed in (f16 and bf16 in f32, bool in i1), and what a
+# buffer of it holds
+VALUE_TYPE: dict[DType, ir.Type] = {
+    d: {DType.F32: F32, DType.F64: F64}.get(d.compute_dtype) or ir.IntType(8 * d.itemsize)
+    for d in DType
+} | {DType.BOOL: I1}
+STORAGE_TYPE = VALUE_TYPE | {DType.BOOL: I8, DType.F16: F16, DType.BF16: I16}
 
 
 class _Kernel(NestWalker):
@@ -172,10 +171,10 @@ class _Kernel(NestWalker):
         self.bufs: dict[str, ir.Value] = {}
         for k, a in enumerate(plan.args):
             raw = self.b.load(self.b.gep(args, [ir.Constant(I64, k)]))
-            self.bufs[a.name] = self.b.bitcast(raw, storage_type(a.dtype).as_pointer())
+            self.bufs[a.name] = self.b.bitcast(raw, STORAGE_TYPE[a.dtype].as_pointer())
         for sc in plan.scratch:  # a row kept between passes: on the stack of the calling thread
-            row = self.alloca_b.alloca(ir.ArrayType(storage_type(sc.dtype), sc.elements))
-            self.bufs[sc.name] = self.alloca_b.bitcast(row, storage_type(sc.dtype).as_pointer())
+            row = self.alloca_b.alloca(ir.ArrayType(STORAGE_TYPE[sc.dtype], sc.elements))
+            self.bufs[sc.name] = self.alloca_b.bitcast(row, STORAGE_TYPE[sc.dtype].as_pointer())
         self.syms: dict[str, ir.Value] = {}
         for k, s in enumerate(plan.sizes):
             self.syms[s] = self.b.load(self.b.gep(sizes, [ir.Constant(I64, k)]))
@@ -257,7 +256,7 @@ class _Kernel(NestWalker):
         """Literal ``v`` in ``dtype``'s compute type; ``exact``: a value of ``dtype`` (an f16 or
         bf16 literal rounded to it first, as the interpreter makes it), else of the compute
         type (a trailing scalar of mul, div and floordiv: ``literal_in_op_dtype``)."""
-        ty = value_type(dtype)
+        ty = VALUE_TYPE[dtype]
         if v is None:
             v = 0
         if dtype.is_float:
@@ -291,8 +290,10 @@ class _Kernel(NestWalker):
             hi = self.smin(self.b.add(lo, ir.Constant(I64, r.block)), self.ends[r.var])
         elif r.span is Span.REST:
             lo, hi = self.b.load(self.counters[r.var + ".v"]), self.ends[r.var]
-        else:
-            lo, hi = self.bounds(r.loop)
+        else:  # the parallel loop runs [start, stop) of its size (the runtime splits it)
+            lo, hi = ir.Constant(I64, 0), self.index(r.size)
+            if r.loop.parallel:
+                lo, hi = self.start, self.smin(self.stop, hi)
             self.ends[r.var] = hi
         if r.span is Span.LANES:  # while a block's first + lanes <= the end
             hi = self.b.sub(hi, ir.Constant(I64, r.block - 1))
@@ -300,28 +301,20 @@ class _Kernel(NestWalker):
         name = r.var + {Span.TILES: ".t", Span.BLOCKS: ".c", Span.LANES: ".v"}.get(r.span, "")
         items = r.items
         parallel = items is not None and self.independent(items, r.var)
-        h = self.open_loop(name, lo, hi, r.block if steps else 1, parallel=parallel)
-        self.counters[name] = h[1]
-        self.items(r.body)
-        self.close_loop(h)
+        with self.loop(name, lo, hi, r.block if steps else 1, parallel=parallel) as counter:
+            self.counters[name] = counter
+            self.items(r.body)
 
     def independent(self, items: list[Item], var: str) -> bool:
         """Whether ``items`` is an innermost loop body whose iterations LLVM may take as
         independent (the plan's :func:`~fir.backends.plan.schedule.independent`)."""
         return not has_loops(items) and independent(items, var, self.aliased)
 
-    def bounds(self, lb: Loop) -> tuple[Any, Any]:
-        """The range a loop runs: the parallel loop's is [start, stop) of its size (the runtime
-        splits it over threads)."""
-        end = self.index(lb.size)
-        if not lb.parallel:
-            return ir.Constant(I64, 0), end
-        return self.start, self.smin(self.stop, end)
-
     def smin(self, a: Any, b: Any) -> Any:
         return self.b.select(self.b.icmp_signed("<", a, b), a, b)
 
-    def open_loop(
+    @contextmanager
+    def loop(
         self,
         var: str,
         lo: Any,
@@ -329,9 +322,9 @@ class _Kernel(NestWalker):
         step: int = 1,
         unroll: bool = True,
         parallel: bool = False,
-    ) -> tuple[Any, ...]:
-        """``for var = lo; var < hi; var += step``: the builder is left in the body, the
-        counter (a stack slot) is ``syms[var]``; :meth:`close_loop` ends it. ``unroll=False``:
+    ) -> Iterator[Any]:
+        """``for var = lo; var < hi; var += step``, its body what the ``with`` block writes:
+        the counter is ``syms[var]``, its stack slot what the ``with`` gives. ``unroll=False``:
         LLVM must not unroll it (a loop over lanes of constant length would be unrolled into
         scalar code before the loop vectoriser sees it). ``parallel``: an innermost loop whose
         iterations touch memory independently (:meth:`independent`): its accesses form
@@ -348,10 +341,7 @@ class _Kernel(NestWalker):
         self.b.cbranch(self.b.icmp_signed("<", v, hi), body, done)
         self.b.position_at_end(body)
         self.syms[var] = v
-        return var, counter, cond, done, step, unroll, parallel, first
-
-    def close_loop(self, h: tuple[Any, ...]) -> None:
-        var, counter, cond, done, step, unroll, parallel, first = h
+        yield counter
         self.b.store(self.b.add(self.syms[var], ir.Constant(I64, step)), counter)
         latch = self.b.branch(cond)
         hints: list[list[Any]] = []  # the loop's properties: a name and its operands
@@ -404,7 +394,7 @@ class _Kernel(NestWalker):
         )
         for tl in turn.loads:
             ld = tl.load
-            ty = storage_type(ld.dtype)
+            ty = STORAGE_TYPE[ld.dtype]
             tile = self.alloca_b.alloca(ir.ArrayType(ty, side * side))
             tile.align = 64
             dst = self.alloca_b.bitcast(tile, ty.as_pointer())
@@ -437,7 +427,7 @@ class _Kernel(NestWalker):
     def on_lanes(self, lanes: Lanes) -> None:
         """``for l < n: var = xb + l`` over the outputs of a column block, each accumulator and
         crossing value element ``l`` of its block array; or over a block of a reduction's lanes
-        (``n`` constant, never unrolled: :meth:`open_loop`), each accumulator its lane's
+        (``n`` constant, never unrolled: :meth:`loop`), each accumulator its lane's
         state (Welford's count and its reciprocal once per block)."""
         b, var, items = self.b, lanes.loop.var, lanes.items
         if lanes.lanes:  # the block of lanes that starts at ``x0.v``
@@ -448,23 +438,22 @@ class _Kernel(NestWalker):
             count = b.sitofp(b.add(b.sdiv(xb, n), ir.Constant(I64, 1)), t)
             self.uniform[a] = {"a2": count, "inv": b.fdiv(ir.Constant(t, 1.0), count)}
         parallel = self.independent(items, var)
-        h = self.open_loop(
-            var + ".l", ir.Constant(I64, 0), n, unroll=not lanes.lanes, parallel=parallel
-        )
-        lane = self.syms[var + ".l"]
-        self.syms[var] = b.add(xb, lane)
         scalar = dict(self.accs)
-        for acc, (kind, dtype, arrs) in self.lane_accs.items():
-            self.accs[acc] = (kind, dtype, [self.lane_ptr(a, lane) for a in arrs])
-        for name, arr in arrays.items():
-            self.vals[name] = b.load(self.lane_ptr(arr, lane))
-        self.items(items)
-        for name in sorted({d for i in walk(items) for d in defines(i)} & crossing):
-            v = self.vals[name]
-            if name not in arrays:
-                arrays[name] = self.alloca_b.alloca(ir.ArrayType(v.type, COLUMN_BLOCK))
-            b.store(v, self.lane_ptr(arrays[name], lane))
-        self.close_loop(h)
+        with self.loop(
+            var + ".l", ir.Constant(I64, 0), n, unroll=not lanes.lanes, parallel=parallel
+        ):
+            lane = self.syms[var + ".l"]
+            self.syms[var] = b.add(xb, lane)
+            for acc, (kind, dtype, arrs) in self.lane_accs.items():
+                self.accs[acc] = (kind, dtype, [self.lane_ptr(a, lane) for a in arrs])
+            for name, arr in arrays.items():
+                self.vals[name] = b.load(self.lane_ptr(arr, lane))
+            self.items(items)
+            for name in sorted({d for i in walk(items) for d in defines(i)} & crossing):
+                v = self.vals[name]
+                if name not in arrays:
+                    arrays[name] = self.alloca_b.alloca(ir.ArrayType(v.type, COLUMN_BLOCK))
+                b.store(v, self.lane_ptr(arrays[name], lane))
         self.accs, self.uniform = scalar, {}
 
     def lane_ptr(self, array: Any, lane: Any) -> Any:
@@ -558,7 +547,7 @@ class _Kernel(NestWalker):
 
     def convert(self, v: Any, src: DType, dst: DType) -> Any:
         b = self.b
-        st, dt = value_type(src), value_type(dst)
+        st, dt = VALUE_TYPE[src], VALUE_TYPE[dst]
         if dst.is_bool:
             if src.is_float:
                 return b.fcmp_unordered("une", v, ir.Constant(st, 0.0))
@@ -574,7 +563,7 @@ class _Kernel(NestWalker):
         if src.is_float:
             # docs/ops.md, cast: round toward zero, saturate, NaN -> 0 (plain fptosi is poison
             # out of range); to u8 through i64 (saturating_type)
-            via = value_type(saturating_type(dst))
+            via = VALUE_TYPE[saturating_type(dst)]
             fnty = ir.FunctionType(via, [st])
             sat = self.m.declare_intrinsic("llvm.fptosi.sat", [via, st], fnty)
             wide = b.call(sat, [v])
@@ -594,11 +583,11 @@ class _Kernel(NestWalker):
         # a cheaper emitter of sin or cos where the argument's magnitude has a bound
         bounded = bounded_emitter(i.op, magnitude(i.args[0], self.magnitudes))
         if ins.checks_divisor(i):  # the plan's tdiv and trem
-            zero = self.b.icmp_signed("==", args[1], ir.Constant(value_type(src), 0))
+            zero = self.b.icmp_signed("==", args[1], ir.Constant(VALUE_TYPE[src], 0))
             self.fail_if(zero, "div.zero", ins.DIVISION_BY_ZERO)
         if i.op == "cast":
             self.vals[i.dst] = self.convert(args[0], src, i.dtype)
-        elif bounded is not None and value_type(src) == F32:
+        elif bounded is not None and VALUE_TYPE[src] == F32:
             self.vals[i.dst] = bounded(self.b, args[0])
         else:
             self.vals[i.dst] = self.op(i.op, args, src)
@@ -616,7 +605,7 @@ class _Kernel(NestWalker):
             return b.not_(t[0]) if op == "logical_not" else logical[op](*t)
         if op == "where":
             return b.select(*a)
-        ty = value_type(src)
+        ty = VALUE_TYPE[src]
         out = self.float_op(op, a, ty) if src.is_float else self.int_op(op, a, ty, src)
         if out is None:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no {src} '{op}'")
@@ -782,7 +771,7 @@ class _Kernel(NestWalker):
         values = [(c, v) for c, v in zip(state(kind, dtype), loads) if c.result]
         for dst, dt, (c, v) in zip(i.dsts, i.dtypes, values):
             # an int64 sum of i32, a welford of ints in f64
-            self.vals[dst] = v if v.type == value_type(dt) else self.convert(v, c.dtype, dt)
+            self.vals[dst] = v if v.type == VALUE_TYPE[dt] else self.convert(v, c.dtype, dt)
 
 
 def _scalar_slot(ptr: Any) -> bool:
