@@ -141,7 +141,6 @@ class _Kernel(NestWalker):
         aliased: frozenset[str] | None = None,
     ) -> None:
         self.m = module
-        self.plan = plan
         self.schedule = schedule(plan, LLVM)  # how the loops run: the renderer decides none of it
         # the arguments that share storage with another (an in-place result); None: unknown,
         # any two may
@@ -220,8 +219,6 @@ class _Kernel(NestWalker):
 
     def index(self, e: Any) -> Any:
         b = self.b
-        if isinstance(e, int):
-            return ir.Constant(I64, e)
         e = sympy.sympify(e)
         if isinstance(e, sympy.Integer):
             return ir.Constant(I64, int(e))
@@ -268,8 +265,7 @@ class _Kernel(NestWalker):
     # -- instructions
 
     def write(self) -> None:
-        for it in loop_nest(self.plan, self.schedule):
-            self.visit(it)
+        self.items(loop_nest(self.plan, self.schedule))
         self.b.ret(ir.Constant(I64, 0))
 
     def items(self, items: Sequence[Node]) -> None:
@@ -465,18 +461,15 @@ class _Kernel(NestWalker):
 
     def on_load(self, i: ins.Load) -> None:
         b = self.b
-        if i.dst in self.turned:  # from the turned tile (:meth:`turn`)
-            dst, a_var, c_var, at, ct, side = self.turned[i.dst]
+        if i.dst in self.turned:  # from the turned tile (:meth:`on_turn`; never masked)
+            tile, a_var, c_var, at, ct, side = self.turned[i.dst]
             a, c = self.syms[a_var], self.syms[c_var]
-            idx = b.add(b.mul(b.sub(a, at), ir.Constant(I64, side)), b.sub(c, ct))
-            raw = b.load(b.gep(dst, [idx]))
-            self.accesses.add(id(raw))
-            self.vals[i.dst] = self.widen(raw, i.dtype)
-            return
-        idx = self.index(i.index)
+            base, idx = tile, b.add(b.mul(b.sub(a, at), ir.Constant(I64, side)), b.sub(c, ct))
+        else:
+            base, idx = self.bufs[i.buffer], self.index(i.index)
         if i.mask is not None:
             idx = b.select(self.vals[i.mask], idx, ir.Constant(I64, 0))
-        raw = b.load(b.gep(self.bufs[i.buffer], [idx]))
+        raw = b.load(b.gep(base, [idx]))
         self.accesses.add(id(raw))
         v = self.widen(raw, i.dtype)
         if i.mask is not None:
@@ -520,18 +513,16 @@ class _Kernel(NestWalker):
     def on_check_index(self, i: ins.CheckIndex) -> None:
         b = self.b
         src = self.convert(self.vals[i.src], self.dtypes.get(i.src, DType.I64), DType.I64)
-        if i.proven:
-            self.syms[i.symbol] = src
-            return
-        bad = b.or_(
-            b.icmp_signed("<", src, ir.Constant(I64, 0)),
-            b.icmp_signed(">=", src, self.index(i.bound)),
-        )
-        if i.mask is not None:  # checked where its loads read; 0 (read by none of them) elsewhere
-            mask = self.convert(self.vals[i.mask], self.dtypes.get(i.mask, DType.BOOL), DType.BOOL)
-            bad = b.and_(mask, bad)
-            src = b.select(mask, src, ir.Constant(I64, 0))
-        self.fail_if(bad, "check.fail", i.code, src)
+        if not i.proven:
+            bad = b.or_(
+                b.icmp_signed("<", src, ir.Constant(I64, 0)),
+                b.icmp_signed(">=", src, self.index(i.bound)),
+            )
+            if i.mask is not None:  # checked where its loads read; 0 (read by none) elsewhere
+                mask = self.convert(self.vals[i.mask], self.dtypes[i.mask], DType.BOOL)
+                bad = b.and_(mask, bad)
+                src = b.select(mask, src, ir.Constant(I64, 0))
+            self.fail_if(bad, "check.fail", i.code, src)
         self.syms[i.symbol] = src
 
     def fail_if(self, bad: Any, name: str, code: int, value: Any = None) -> None:
@@ -548,10 +539,8 @@ class _Kernel(NestWalker):
     def convert(self, v: Any, src: DType, dst: DType) -> Any:
         b = self.b
         st, dt = VALUE_TYPE[src], VALUE_TYPE[dst]
-        if dst.is_bool:
-            if src.is_float:
-                return b.fcmp_unordered("une", v, ir.Constant(st, 0.0))
-            return v if src.is_bool else b.icmp_unsigned("!=", v, ir.Constant(st, 0))
+        if dst.is_bool:  # a value is true where it is not zero (NaN is)
+            return v if src.is_bool else self.op("ne", [v, ir.Constant(st, 0)], src)
         if dst.is_float:
             if src.is_float:
                 out = v if st == dt else (b.fpext(v, dt) if dt == F64 else b.fptrunc(v, dt))
