@@ -202,15 +202,6 @@ class _Kernel(NestWalker):
         self.b.store(init, p)
         return p
 
-    def intrinsic(self, name: str, ty: ir.Type, args: list[Any]) -> Any:
-        fnty = ir.FunctionType(ty, [ty] * len(args))
-        return self.b.call(self.m.declare_intrinsic(name, [ty], fnty), args)
-
-    def libm(self, name: str, ty: ir.Type, args: list[Any]) -> Any:
-        return self.b.call(
-            self.declared(name + ("f" if ty == F32 else ""), ty, [ty] * len(args)), args
-        )
-
     def declared(self, name: str, result: ir.Type, params: list[ir.Type]) -> Any:
         """Function ``name`` of libm or of the prelude (``prelude.ll``), declared in the module
         at its first call."""
@@ -583,36 +574,32 @@ class _Kernel(NestWalker):
 
     def op(self, op: str, a: list[Any], src: DType) -> Any:
         b = self.b
+        if op.startswith("logical_"):  # of truth values: the bitwise op of bools
+            a = [self.convert(x, src, DType.BOOL) for x in a]
+            op, src = "bitwise" + op.removeprefix("logical"), DType.BOOL
         predicate = op_forms.COMPARISONS.get(op)
+        if predicate is not None and src.is_float:  # ordered, but ne (NaN != NaN)
+            return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(predicate, *a)
         if predicate is not None:
-            if src.is_float:  # ordered, but ne (NaN != NaN)
-                return (b.fcmp_unordered if op == "ne" else b.fcmp_ordered)(predicate, *a)
-            return self.icmp(src)(predicate, *a)
-        if op.startswith("logical_"):
-            t = [self.convert(x, src, DType.BOOL) for x in a]
-            logical = {"logical_and": b.and_, "logical_or": b.or_, "logical_xor": b.xor}
-            return b.not_(t[0]) if op == "logical_not" else logical[op](*t)
+            return (b.icmp_signed if src.is_signed else b.icmp_unsigned)(predicate, *a)
         if op == "where":
             return b.select(*a)
-        ty = VALUE_TYPE[src]
-        out = self.float_op(op, a, ty) if src.is_float else self.int_op(op, a, ty, src)
+        out = self.float_op(op, a, src) if src.is_float else self.int_op(op, a, src)
         if out is None:
             raise LLVMRenderError(f"kernel {self.plan.name}: the llvm back end has no {src} '{op}'")
         return out
 
-    def icmp(self, src: DType) -> Callable[..., Any]:
-        return self.b.icmp_signed if src.is_signed else self.b.icmp_unsigned
-
-    def float_op(self, op: str, a: list[Any], ty: ir.Type) -> Any:
-        b = self.b
-        if op in MATH_F32 and (ty == F32 or op in MATH_F64):
+    def float_op(self, op: str, a: list[Any], src: DType) -> Any:
+        b, ty = self.b, VALUE_TYPE[src]
+        if native(op, src):
             return MATH_F32[op](b, a[0])  # branch-free IR: the loop vectoriser widens it
         if op in INTRINSICS:
-            return self.intrinsic(INTRINSICS[op], ty, a)
+            fnty = ir.FunctionType(ty, [ty] * len(a))
+            return b.call(self.m.declare_intrinsic(INTRINSICS[op], [ty], fnty), a)
         if op in FLOAT_OPS:
             return getattr(b, FLOAT_OPS[op])(*a)
-        if op in op_forms.MATH1 or op in op_forms.MATH2:
-            return self.libm(op, ty, a)
+        if op in op_forms.MATH1 or op in op_forms.MATH2:  # libm's (expf of f32)
+            return b.call(self.declared(op + ("f" if ty == F32 else ""), ty, [ty] * len(a)), a)
         if op == "isnan":
             return b.fcmp_unordered("uno", a[0], a[0])
         if op == "signbit":
@@ -620,12 +607,12 @@ class _Kernel(NestWalker):
             return b.icmp_signed("<", b.bitcast(a[0], bits), ir.Constant(bits, 0))
         return None
 
-    def int_op(self, op: str, a: list[Any], ty: ir.Type, src: DType) -> Any:
+    def int_op(self, op: str, a: list[Any], src: DType) -> Any:
         b = self.b
         if op in op_forms.ROUNDING or (op == "abs" and not src.is_signed):
             return a[0]  # an integer is whole, an unsigned one its own size
         if op == "abs":
-            negative = self.icmp(src)("<", a[0], ir.Constant(ty, 0))
+            negative = b.icmp_signed("<", a[0], ir.Constant(VALUE_TYPE[src], 0))
             return b.select(negative, b.neg(a[0]), a[0])
         names = (BOOL_OPS.get(op) if src.is_bool else None) or INT_OPS.get(op)
         if names is None:
