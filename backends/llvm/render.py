@@ -180,7 +180,6 @@ class _Kernel(NestWalker):
         self.accs: dict[str, tuple[str, DType, list[Any]]] = {}
         # accumulators of a column block: one array element per output of the block
         self.lane_accs: dict[str, tuple[str, DType, list[Any]]] = {}
-        self.acc_init: dict[str, list[Any]] = {}
         # a lane's update reads from its block (welford in lanes: the count, its reciprocal)
         self.uniform: dict[str, dict[str, Any]] = {}
         # a load read from a turned tile (:meth:`on_turn`): the tile, the tile's loops, their
@@ -404,7 +403,7 @@ class _Kernel(NestWalker):
         xb = self.syms[cols.loop.var + ".c"]
         n = self.smin(ir.Constant(I64, COLUMN_BLOCK), self.b.sub(self.ends[cols.loop.var], xb))
         for i in cols.accs:
-            start = self.acc_start(i)
+            start = self.acc_start(i.kind, i.dtype)
             lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
             self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
         self.column = (xb, n, cols.crossing, {})
@@ -421,7 +420,7 @@ class _Kernel(NestWalker):
             self.column = (self.syms[var + ".v"], ir.Constant(I64, lanes.lanes), set(), {})
         xb, n, crossing, arrays = self.column
         for a in lanes.counted:
-            t = self.acc_init[a][0].type
+            t = self.acc_start(*self.accs[a][:2])[0].type
             count = b.sitofp(b.add(b.sdiv(xb, n), ir.Constant(I64, 1)), t)
             self.uniform[a] = {"a2": count, "inv": b.fdiv(ir.Constant(t, 1.0), count)}
         parallel = self.independent(items, var)
@@ -623,21 +622,17 @@ class _Kernel(NestWalker):
     # -- accumulators
 
     def on_acc_init(self, i: ins.AccInit) -> None:
-        init = self.acc_start(i)
+        init = self.acc_start(i.kind, i.dtype)
         if i.acc in self.lane_accs:  # a column block's: this output's element of its arrays
             for c, p in zip(init, self.accs[i.acc][2]):
                 self.b.store(c, p)
             return
         self.accs[i.acc] = (i.kind, i.dtype, [self.slot(c.type, c) for c in init])
-        self.acc_init[i.acc] = init
 
-    def acc_start(self, i: ins.AccInit) -> list[Any]:
+    def acc_start(self, kind: str, dtype: DType) -> list[Any]:
         """The start value of each component of an accumulator's state
         (:func:`fir.ir.accumulators.state`)."""
-        try:
-            return [self.const(c.start, c.dtype) for c in state(i.kind, i.dtype)]
-        except KeyError:
-            raise LLVMRenderError(f"kernel {self.plan.name}: reduction kind '{i.kind}'") from None
+        return [self.const(c.start, c.dtype) for c in state(kind, dtype)]
 
     def on_accumulate(self, i: ins.Accumulate) -> None:
         """The steps of :func:`fir.ir.accumulators.update`, each written when a result first
@@ -708,7 +703,7 @@ class _Kernel(NestWalker):
         for a in sorted({i.acc for i in r.loop.body if isinstance(i, ins.Accumulate)}):
             kind, dtype, _ = self.accs[a]
             arrays = []  # a stack array per component, every lane at the start value
-            for c in self.acc_init[a]:
+            for c in self.acc_start(kind, dtype):
                 arrays.append(self.alloca_b.alloca(ir.ArrayType(c.type, lanes_n)))
                 for k in range(lanes_n):
                     b.store(c, self.lane_ptr(arrays[-1], ir.Constant(I32, k)))
