@@ -283,12 +283,9 @@ class _Kernel(NestWalker):
             self.ends[r.var] = hi
         if r.span is Span.LANES:  # while a block's first + lanes <= the end
             hi = self.b.sub(hi, ir.Constant(I64, r.block - 1))
-        steps = r.span in (Span.TILES, Span.BLOCKS, Span.LANES)
-        name = r.var + {Span.TILES: ".t", Span.BLOCKS: ".c", Span.LANES: ".v"}.get(r.span, "")
-        items = r.items
-        parallel = items is not None and self.independent(items, r.var)
-        with self.loop(name, lo, hi, r.block if steps else 1, parallel=parallel) as counter:
-            self.counters[name] = counter
+        suffix = {Span.TILES: ".t", Span.BLOCKS: ".c", Span.LANES: ".v"}.get(r.span, "")
+        parallel = r.items is not None and self.independent(r.items, r.var)
+        with self.loop(r.var + suffix, lo, hi, r.block if suffix else 1, parallel=parallel):
             self.items(r.body)
 
     def independent(self, items: list[Item], var: str) -> bool:
@@ -308,16 +305,16 @@ class _Kernel(NestWalker):
         step: int = 1,
         unroll: bool = True,
         parallel: bool = False,
-    ) -> Iterator[Any]:
+    ) -> Iterator[None]:
         """``for var = lo; var < hi; var += step``, its body what the ``with`` block writes:
-        the counter is ``syms[var]``, its stack slot what the ``with`` gives. ``unroll=False``:
+        the counter is ``syms[var]``, its stack slot ``counters[var]``. ``unroll=False``:
         LLVM must not unroll it (a loop over lanes of constant length would be unrolled into
         scalar code before the loop vectoriser sees it). ``parallel``: an innermost loop whose
         iterations touch memory independently (:meth:`independent`): its accesses form
         an access group the loop names in ``llvm.loop.parallel_accesses``, so the vectoriser
         needs no run-time overlap checks (which an in-place result fails)."""
         first = len(self.fn.blocks)
-        counter = self.slot(I64, lo)
+        self.counters[var] = counter = self.slot(I64, lo)
         cond = self.fn.append_basic_block(f"{var}.cond")
         body = self.fn.append_basic_block(f"{var}.body")
         done = self.fn.append_basic_block(f"{var}.done")
@@ -327,7 +324,7 @@ class _Kernel(NestWalker):
         self.b.cbranch(self.b.icmp_signed("<", v, hi), body, done)
         self.b.position_at_end(body)
         self.syms[var] = v
-        yield counter
+        yield
         self.b.store(self.b.add(self.syms[var], ir.Constant(I64, step)), counter)
         latch = self.b.branch(cond)
         hints: list[list[Any]] = []  # the loop's properties: a name and its operands
