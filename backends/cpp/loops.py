@@ -107,9 +107,7 @@ class KernelWriter(Emitter):
     def kernel_body(self) -> None:
         tree = loop_nest(self.plan, self.schedule)
         if tree and isinstance(tree[0], Run) and not tree[0].loop.reduction:
-            for run in tree:
-                self.visit(run)
-            return
+            return self.visit_all(tree)
         self.open()
         self.phases(tree, "goto fir_done;")
         self.close()
@@ -140,8 +138,7 @@ class KernelWriter(Emitter):
                 self.emit(f"alignas(64) {CTYPE[sc.dtype]} {name}[{sc.elements}];")
             self.phases(r.body, "continue;")
         else:
-            for node in r.body:
-                self.visit(node)
+            self.visit_all(r.body)
         self.close()
 
     def vector_loop(
@@ -383,8 +380,7 @@ class KernelWriter(Emitter):
         for acc in accs:
             self.declare(acc, "_v", str(COLUMN_BLOCK))
             acc.lanes = "l"
-        for seg in c.segments:
-            self.visit(seg)
+        self.visit_all(c.segments)
         for acc in accs:
             acc.lanes = None
         for name in c.crossing:

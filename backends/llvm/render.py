@@ -28,7 +28,7 @@ calls (digamma and erfinv excepted). An op the back end does not cover would rai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial, reduce
 from typing import Any
@@ -38,7 +38,7 @@ import sympy
 from fir.backends.plan import KernelPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
-from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Node, Run, Span, Turn, loop_nest
+from fir.backends.plan.loop_nest import Columns, Lanes, NestWalker, Run, Span, Turn, loop_nest
 from fir.backends.plan.loop_tree import Item, defines, has_loops, walk
 from fir.backends.plan.lowering import defined, lower, lower_steps
 from fir.backends.plan.magnitudes import magnitude, magnitudes
@@ -243,24 +243,16 @@ class _Kernel(NestWalker):
         """Literal ``v`` in ``dtype``'s compute type; ``exact``: a value of ``dtype`` (an f16 or
         bf16 literal rounded to it first, as the interpreter makes it), else of the compute
         type (a trailing scalar of mul, div and floordiv: ``literal_in_op_dtype``)."""
-        ty = VALUE_TYPE[dtype]
-        if v is None:
-            v = 0
+        v = 0 if v is None else v
         if dtype.is_float:
-            return ir.Constant(ty, literal_value(float(v), dtype, exact))
-        if dtype.is_bool:
-            return ir.Constant(I1, 1 if v else 0)
-        return ir.Constant(ty, int(v))
+            return ir.Constant(VALUE_TYPE[dtype], literal_value(float(v), dtype, exact))
+        return ir.Constant(VALUE_TYPE[dtype], int(bool(v)) if dtype.is_bool else int(v))
 
     # -- instructions
 
     def write(self) -> None:
-        self.items(loop_nest(self.plan, self.schedule))
+        self.visit_all(loop_nest(self.plan, self.schedule))
         self.b.ret(ir.Constant(I64, 0))
-
-    def items(self, items: Sequence[Node]) -> None:
-        for it in items:
-            self.visit(it)
 
     # -- loops: the nests as the schedule runs them (:func:`loop_nest`)
 
@@ -286,7 +278,7 @@ class _Kernel(NestWalker):
         suffix = {Span.TILES: ".t", Span.BLOCKS: ".c", Span.LANES: ".v"}.get(r.span, "")
         parallel = r.items is not None and self.independent(r.items, r.var)
         with self.loop(r.var + suffix, lo, hi, r.block if suffix else 1, parallel=parallel):
-            self.items(r.body)
+            self.visit_all(r.body)
 
     def independent(self, items: list[Item], var: str) -> bool:
         """Whether ``items`` is an innermost loop body whose iterations LLVM may take as
@@ -404,7 +396,7 @@ class _Kernel(NestWalker):
             lanes = [self.alloca_b.alloca(ir.ArrayType(c.type, COLUMN_BLOCK)) for c in start]
             self.lane_accs[i.acc] = (i.kind, i.dtype, lanes)
         self.column = (xb, n, cols.crossing, {})
-        self.items(cols.segments)
+        self.visit_all(cols.segments)
         self.lane_accs.clear()
 
     def on_lanes(self, lanes: Lanes) -> None:
@@ -431,7 +423,7 @@ class _Kernel(NestWalker):
                 self.accs[acc] = (kind, dtype, [self.lane_ptr(a, lane) for a in arrs])
             for name, arr in arrays.items():
                 self.vals[name] = b.load(self.lane_ptr(arr, lane))
-            self.items(items)
+            self.visit_all(items)
             for name in sorted({d for i in walk(items) for d in defines(i)} & crossing):
                 v = self.vals[name]
                 if name not in arrays:
@@ -485,10 +477,8 @@ class _Kernel(NestWalker):
         return v
 
     def on_store(self, i: ins.Store) -> None:
-        v = self.operand(i.value, i.dtype)
-        st = self.b.store(
-            self.narrow(v, i.dtype), self.b.gep(self.bufs[i.buffer], [self.index(i.index)])
-        )
+        v = self.narrow(self.operand(i.value, i.dtype), i.dtype)
+        st = self.b.store(v, self.b.gep(self.bufs[i.buffer], [self.index(i.index)]))
         self.accesses.add(id(st))
 
     def on_constant(self, i: ins.Constant) -> None:
@@ -705,7 +695,7 @@ class _Kernel(NestWalker):
                 for k in range(lanes_n):
                     b.store(c, self.lane_ptr(arrays[-1], ir.Constant(I32, k)))
             self.lane_accs[a] = (kind, dtype, arrays)
-        self.items(r.body)
+        self.visit_all(r.body)
         for a, (kind, dtype, arrays) in self.lane_accs.items():
             # the lanes pairwise (a tree: 5 dependent merges, not 32), then into the state
             slots = self.accs[a][2]

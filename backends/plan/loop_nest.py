@@ -12,7 +12,7 @@ rebuilds a nest's shape from the schedule itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -158,6 +158,10 @@ class NestWalker(InstrWalker):
 
     def visit(self, i: Any) -> Any:
         return getattr(self, NODE_HANDLER.get(type(i)) or HANDLER[type(i)])(i)
+
+    def visit_all(self, nodes: Iterable[Any]) -> None:
+        for node in nodes:
+            self.visit(node)
 
 
 def loop_nest(plan: KernelPlan, sched: KernelSchedule) -> list[Node]:
