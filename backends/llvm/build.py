@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import llvmlite
+import llvmlite.binding as llvm
 from fir.backends.cache import Cache, cache_key
 from fir.backends.plan import ProgramPlan
 from fir.backends.plan.program import shared_storage
@@ -40,8 +42,6 @@ class LLVMBuildError(FirError):
 
 @functools.cache
 def _initialise() -> None:
-    import llvmlite.binding as llvm
-
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
 
@@ -50,8 +50,6 @@ def target_cpu() -> str:
     """The CPU code is generated for: the host's, or ``$FIR_LLVM_CPU`` (an LLVM CPU name such
     as ``haswell`` or ``znver3``: code for an older CPU, run on a newer one, tests what users
     of that CPU get, e.g. the library calls LLVM makes where the host has instructions)."""
-    import llvmlite.binding as llvm
-
     return os.environ.get("FIR_LLVM_CPU") or llvm.get_host_cpu_name()
 
 
@@ -61,8 +59,6 @@ def cpu_features() -> str:
     softmax 4096 x 2048 9.0 -> 6.8 ms, x.sum(0) 4.0 -> 2.5 ms; transposes and streaming
     kernels the same or better), as the C++ back end found (-mprefer-vector-width=512). Under
     ``$FIR_LLVM_CPU``, none: the CPU name implies them."""
-    import llvmlite.binding as llvm
-
     if os.environ.get("FIR_LLVM_CPU"):
         return ""
     features = llvm.get_host_cpu_features().flatten()
@@ -73,8 +69,6 @@ def cpu_features() -> str:
 
 def target_machine() -> Any:
     """A new target machine for the CPU of :func:`target_cpu` (an engine consumes its own)."""
-    import llvmlite.binding as llvm
-
     _initialise()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     return target.create_target_machine(cpu=target_cpu(), features=cpu_features(), opt=3)
@@ -92,8 +86,6 @@ PRELUDE_FUNCTIONS = tuple(re.findall(r"^define [^@]*@(\w+)\(", PRELUDE, re.M))
 
 def with_prelude(mod: Any) -> Any:
     """``mod`` with the prelude linked in where it calls one of its functions."""
-    import llvmlite.binding as llvm
-
     if any(f.is_declaration and f.name in PRELUDE_FUNCTIONS for f in mod.functions):
         prelude = llvm.parse_assembly(PRELUDE)
         prelude.triple = mod.triple
@@ -104,8 +96,6 @@ def with_prelude(mod: Any) -> Any:
 def optimise(ir_text: str, name: str) -> tuple[Any, Any]:
     """The module parsed, the prelude linked in where it calls it, verified and optimised (O3,
     loop and SLP vectorisers on), and the target machine it was optimised for."""
-    import llvmlite.binding as llvm
-
     tm = target_machine()
     try:
         mod = with_prelude(llvm.parse_assembly(ir_text))
@@ -151,9 +141,6 @@ STATS = {"codegen": 0, "cache_hits": 0}
 def object_key(ir_text: str) -> str:
     """The cache key of a module's object code: everything the object depends on (the
     prelude it may link in included)."""
-    import llvmlite
-    import llvmlite.binding as llvm
-
     return cache_key(
         ir_text,
         PRELUDE,
@@ -185,8 +172,6 @@ def compile_object(ir_text: str, name: str, cache: Cache | None = None) -> bytes
 def module_text(plan: ProgramPlan) -> str:
     """The LLVM IR of ``plan``'s kernels as this process compiles them (``fir-translate
     --target llvm`` prints this)."""
-    import llvmlite.binding as llvm
-
     kernels = plan.kernels()
     aliased = {k.name: shared_storage(plan, k) for k in kernels}
     triple = llvm.get_process_triple()
@@ -198,8 +183,6 @@ class LLVMKernels(SplitKernels):
     :class:`~fir.backends.runtime.llvm_threads.SplitKernels` calls them over the cores."""
 
     def __init__(self, plan: ProgramPlan, cache: Cache | None = None) -> None:
-        import llvmlite.binding as llvm
-
         start = time.perf_counter()
         omp = uses_omp()
         self.ir = self.source = module_text(plan)
