@@ -96,9 +96,7 @@ INTRINSICS = {
 # op -> the IRBuilder method that writes it: of float operands; of integers (where unsigned
 # ones differ, "signed unsigned"), the plan's tdiv, trem (floordiv and mod are lowered) and
 # shifts (shl and shr are) included; of bools, where they differ from an i1's
-FLOAT_OPS = {
-    "add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "neg": "fneg", "fmod": "frem",
-}  # fmt: skip
+FLOAT_OPS = {op: "f" + op for op in ("add", "sub", "mul", "div", "neg")} | {"fmod": "frem"}
 INT_OPS = {
     "add": "add", "sub": "sub", "mul": "mul", "neg": "neg", "bitwise_not": "not_",
     "bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor",
@@ -216,9 +214,8 @@ class _Kernel(NestWalker):
             return self.syms[e.name]
         if isinstance(e, (sympy.Add, sympy.Mul)):  # operands in order, each then combined
             return reduce(b.add if isinstance(e, sympy.Add) else b.mul, map(self.index, e.args))
-        if isinstance(e, sympy.Pow) and isinstance(e.args[1], sympy.Integer):
-            base = self.index(e.args[0])
-            return reduce(b.mul, [base] * (int(e.args[1]) - 1), base)
+        if isinstance(e, sympy.Pow) and isinstance(e.args[1], sympy.Integer) and e.args[1] > 0:
+            return reduce(b.mul, [self.index(e.args[0])] * int(e.args[1]))
         if isinstance(e, (FloorDiv, Modulo)):
             a, d = (self.index(x) for x in e.args)
             q, r = b.sdiv(a, d), b.srem(a, d)
@@ -673,9 +670,8 @@ class _Kernel(NestWalker):
             if test is not None and test.op == "isnan":  # "not isnan" is one compare
                 v = read(str(test.args[0]))
                 return self.b.fcmp_ordered("ord", v, v)
-            args = [read(a) if isinstance(a, str) else a for a in s.args]
             src = op_forms.operand_dtype(s.op, s.args, s.dtype, types)
-            args = [self.const(a.value, src) if isinstance(a, Literal) else a for a in args]
+            args = [read(a) if isinstance(a, str) else self.const(a.value, src) for a in s.args]
             return self.op(s.op, args, src)
 
         return read
