@@ -17,7 +17,7 @@ sign) and simplify only where that is valid for every integer argument.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
@@ -559,3 +559,43 @@ def _symbolic_bounds(
     if isinstance(e, Modulo):
         return sympy.Integer(0), e.args[1] - 1
     return None
+
+
+def stride(e: Any, var: sympy.Symbol) -> Any:
+    """How much ``e`` grows when ``var`` grows by one: an int or sympy expression when ``e`` is
+    affine in ``var`` (``0`` when it does not use it), None otherwise (``var`` inside a floor
+    division or modulo, or multiplied by another loop variable)."""
+    if isinstance(e, int) or var not in getattr(e, "free_symbols", ()):
+        return 0
+    e = sympy.expand(e)
+    total: Any = 0
+    for term in sympy.Add.make_args(e):
+        if var not in term.free_symbols:
+            continue
+        c = term / var
+        if var in c.free_symbols or not isinstance(term, (sympy.Mul, sympy.Symbol)):
+            return None
+        if any(not s.is_positive for s in c.free_symbols):  # only size symbols may scale it
+            return None
+        total += c
+    return int(total) if isinstance(total, (int, sympy.Integer)) else total
+
+
+def walks_columns(
+    indices: Iterable[Any], out_vars: Sequence[sympy.Symbol], red_vars: Sequence[sympy.Symbol]
+) -> bool:
+    """Whether a reduction that loads at ``indices`` walks memory along its outputs
+    (``x.sum(0)``: a *column* reduction): some load steps by one element along an output loop
+    and by none along a reduction loop. A load that does not move with the reduction (one
+    value a row, such as a layer norm's mean or the token id an embedding row is gathered by)
+    is read once a row whatever the layout, and does not count. One rule for the
+    ``split-reductions`` pass (which splits a column reduction with many programs' worth of
+    outputs) and the Triton block schedule (which gives it column blocks): a layer norm's
+    weight gradient, which also loads the per-row mean, once ran unsplit on 24 programs."""
+    for index in indices:
+        if isinstance(index, int) or all(stride(index, v) == 0 for v in red_vars):
+            continue
+        along_out = any(stride(index, v) == 1 for v in out_vars)
+        if along_out and not any(stride(index, v) == 1 for v in red_vars):
+            return True
+    return False

@@ -40,10 +40,24 @@ PERSISTENT_MAX = 8192  # reduced elements a program keeps in registers (the whol
 # an H100 took 58 us with 32 x 64 blocks and 16 warps, 136 us with 64 x 64 and 8
 # (benchmarks/tune_triton.py)
 COLUMN_BLOCKS = (32, 64, 16)
+# the same for columns of at most SHORT_COLUMN rows (a split reduction's chunks) where they make
+# at least SHORT_COLUMN_PROGRAMS programs: eight rows a step and 4 warps. In GPT-2's training
+# step on an H200 its bias gradients' partial sums (16 chunks of 256 rows, 3072 / 2304 / 768
+# columns: 1536 / 1152 / 384 programs) took 5.5 / 4.3 / 2.6 us against 12.7 / 9.5 / 4.2 with
+# COLUMN_BLOCKS. With fewer programs, four warps that step eight rows at a time leave too few
+# loads in flight to hide the memory's latency: T5's norm weight gradients (128 programs of
+# 512 rows) took 65 us against 12, GPT-2's layer norm weight and bias gradients (192
+# programs, unsplit before) about 50 against 24
+SHORT_COLUMN = 512
+SHORT_COLUMN_PROGRAMS = 256
+SHORT_COLUMN_BLOCKS = (32, 8, 4)
 # elements of a persistent reduction's block (XBLOCK * RBLOCK) where a row is shorter: rows of
 # 256 and 512 (BERT's and T5's attention softmax, 64 * 512 rows of 512 f32: 67 us with 2 rows
 # and 4 warps, 77 us with 4 rows and 8, on an H200) and 768 (BERT's layer norm, 8.6 against
-# 9.0 us) ran fastest at 1024 elements and 4 warps: 8 elements a thread
+# 9.0 us) ran fastest at 1024 elements and 4 warps: 8 elements a thread. Fewer warps (16 or
+# 32 elements a thread) were faster on inputs in the L2 cache (CUDA-graph replays of one
+# kernel: BERT's layer norm 3.2-3.7 us against 4.0) but slower in the models, whose inputs
+# come from memory: BERT's layer norms 4.42 against 4.21 us, Llama's RMS norms 5-6% slower
 PERSISTENT_BLOCK = 1024
 # a persistent reduction with few rows runs at least this many programs where it has the rows
 # (about the multiprocessors of an H100: 132)
@@ -167,7 +181,10 @@ def block_schedule(plan: KernelPlan) -> BlockSchedule:
             return _reduction(xblock, rblock, warps, order, columns=True)
         traced = _hinted(plan.rnumel, plan.hints) if rnumel is None else None
         if columns:  # outputs on the fast axis: many of them, few rows at a time
-            xblock, rblock, warps = COLUMN_BLOCKS
+            programs = -(-numel // SHORT_COLUMN_BLOCKS[0]) if numel is not None else 0
+            short = rnumel is not None and rnumel <= SHORT_COLUMN
+            short = short and programs >= SHORT_COLUMN_PROGRAMS
+            xblock, rblock, warps = SHORT_COLUMN_BLOCKS if short else COLUMN_BLOCKS
         elif traced is not None and traced <= PERSISTENT_MAX:
             # a row of symbolic length (a dynamic sequence), short where it was traced: blocks
             # shaped as a persistent reduction's at that length, looping where a row is longer.
@@ -420,7 +437,7 @@ def memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
     outermost), so that consecutive lanes of a block store, and mostly load, consecutive
     elements: any order is legal for a pointwise kernel, and the plan's may put a strided loop
     innermost (NCHW batch norm's channel loop)."""
-    from .index_text import stride
+    from fir.ir.symbolic import stride
 
     store = next((i for i in plan.instrs if isinstance(i, Store)), None)
     if store is None or isinstance(store.index, int):
@@ -434,22 +451,14 @@ def memory_order(plan: KernelPlan, loops: list[Any]) -> list[Any]:
 
 def walks_columns(plan: KernelPlan) -> bool:
     """Whether the loads walk memory along a pointwise loop (``x.sum(0)``): then a block
-    holds many outputs of few rows. A load that does not move with the reduction (one value
-    a row, like the token id an embedding row is gathered by) is read once a row whatever the
-    layout, and does not count."""
-    from .index_text import stride
+    holds many outputs of few rows (the rule is :func:`fir.ir.symbolic.walks_columns`, which
+    the ``split-reductions`` pass shares)."""
+    from fir.ir.symbolic import walks_columns as along_outputs
 
+    loads = [i.index for i in plan.instrs if isinstance(i, Load)]
     xvars = [lp.var for lp in plan.loops if not lp.reduction]
     rvars = [lp.var for lp in plan.loops if lp.reduction]
-    for i in plan.instrs:
-        if not isinstance(i, Load) or isinstance(i.index, int):
-            continue
-        if all(stride(i.index, v) == 0 for v in rvars):
-            continue
-        along_x = any(stride(i.index, v) == 1 for v in xvars)
-        if along_x and not any(stride(i.index, v) == 1 for v in rvars):
-            return True
-    return False
+    return along_outputs(loads, xvars, rvars)
 
 
 def keeps_rows(plan: KernelPlan) -> bool:

@@ -125,23 +125,3 @@ class _Printer:
 def _operand(e: sympy.Expr, text: str) -> str:
     """Operands of division and remainder bind tighter than sums and products."""
     return text if isinstance(e, (sympy.Integer, sympy.Symbol)) else f"({text})"
-
-
-def stride(e: Any, var: sympy.Symbol) -> Any:
-    """How much ``e`` grows when ``var`` grows by one: an int or sympy expression when ``e`` is
-    affine in ``var`` (``0`` when it does not use it), None otherwise (``var`` inside a floor
-    division or modulo, or multiplied by another loop variable)."""
-    if isinstance(e, int) or var not in getattr(e, "free_symbols", ()):
-        return 0
-    e = sympy.expand(e)
-    total: Any = 0
-    for term in sympy.Add.make_args(e):
-        if var not in term.free_symbols:
-            continue
-        c = term / var
-        if var in c.free_symbols or not isinstance(term, (sympy.Mul, sympy.Symbol)):
-            return None
-        if any(not s.is_positive for s in c.free_symbols):  # only size symbols may scale it
-            return None
-        total += c
-    return int(total) if isinstance(total, (int, sympy.Integer)) else total

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from fir.ir.symbolic import stride
 from fir.ir.types import Dim
 
-from .index_text import stride
 from .instructions import HANDLER, AccInit, Accumulate, Expr, InstrWalker, Load
 from .kernel import KernelPlan
 from .loop_tree import Item, Loop, chain, column_segments, loop_tree, walk

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
+from fir.ir.symbolic import stride
 from fir.ir.types import Dim
 
 from . import instructions as ins
-from .index_text import stride
 
 
 @dataclass

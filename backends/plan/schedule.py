@@ -25,10 +25,10 @@ import sympy
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
 from fir.ir.ops import COSTLY_OPS
+from fir.ir.symbolic import stride
 from fir.ir.types import Dim, dim_str, dims_mul
 
 from . import instructions as ins
-from .index_text import stride
 from .kernel import KernelPlan
 from .loop_tree import (
     Item,

@@ -50,7 +50,7 @@ import math
 import sympy
 from fir.ir.dtypes import DType
 from fir.ir.graph import Body, BodyOp, BodyValue, Graph, LoopNode, Module, Value, unique_name
-from fir.ir.symbolic import index_var
+from fir.ir.symbolic import index_var, walks_columns
 from fir.ir.types import TensorType
 
 from ..base import Option, Pass
@@ -148,23 +148,14 @@ def chunk_count(n: LoopNode, max_outputs: int, min_size: int, parts: int, min_ch
 
 
 def _is_column(n: LoopNode) -> bool:
-    """Whether ``n`` reduces across its outputs' contiguous dimension: a load steps by one
-    element along the innermost output loop, and none along the innermost reduction loop."""
+    """Whether ``n`` reduces across its outputs' contiguous dimension (the block schedule's
+    rule, :func:`fir.ir.symbolic.walks_columns`)."""
     if not n.ranges or not n.reduction_ranges or n.body is None:
         return False
-    out_var, red_var = n.ranges[-1][0], n.reduction_ranges[-1][0]
     loads = [
         sympy.sympify(op.index) for op in n.body.ops if op.opcode == "load" and op.index is not None
     ]
-
-    def unit(index: sympy.Expr, var: sympy.Symbol) -> bool:
-        return sympy.expand(index - index.xreplace({var: var + 1})) == -1
-
-    return (
-        bool(loads)
-        and any(unit(i, out_var) for i in loads)
-        and not any(unit(i, red_var) for i in loads)
-    )
+    return walks_columns(loads, [v for v, _ in n.ranges], [v for v, _ in n.reduction_ranges])
 
 
 def split_node(n: LoopNode, chunks: int, part_name: str, wide_name: str = "") -> list[LoopNode]:

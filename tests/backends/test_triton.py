@@ -268,6 +268,58 @@ def test_a_column_sum_of_few_rows_takes_a_block_of_all_of_them() -> None:
     assert cfg.columns and cfg.RBLOCK == 4 and cfg.XBLOCK >= 256, cfg.text()
 
 
+NORM_WEIGHT_GRAD = """func @f(%g: f32[ROWS, COLS], %x: f32[ROWS, COLS], %m: f32[ROWS], %r: f32[ROWS]) -> (f32[COLS]) {
+  %dw = reduction sum : f32[COLS] over (i0 < COLS; r0 < ROWS) {
+    %0 = load %g[COLS*r0 + i0]
+    %1 = load %x[COLS*r0 + i0]
+    %2 = load %m[r0]
+    %3 = sub %1, %2
+    %4 = load %r[r0]
+    %5 = mul %3, %4
+    %6 = mul %0, %5
+    yield %6
+  }
+  return %dw
+}
+"""
+
+
+def _norm_weight_grad(rows: int, cols: int) -> str:
+    return NORM_WEIGHT_GRAD.replace("ROWS", str(rows)).replace("COLS", str(cols))
+
+
+def test_a_norm_weight_gradient_splits_and_keeps_its_values() -> None:
+    # a layer norm's weight gradient also loads a mean and an rstd a row: still a column
+    # reduction (fir.ir.symbolic.walks_columns), so the cuda pipeline splits it
+    (p,) = check(_norm_weight_grad(1024, 64), rtol=1e-4, atol=1e-4)
+    configs = p.kernels.configs  # type: ignore[attr-defined]
+    assert any(n.endswith("_part") and c.columns for n, c in configs.items()), configs
+
+
+def test_short_columns_in_many_programs_take_short_blocks() -> None:
+    from fir.backends.plan.block_schedule import block_schedule
+    from fir.backends.registry import backend_named
+
+    # GPT-2's size, 4096 rows x 768: 16 chunks of 256 rows, 384 programs of 32 columns
+    module = parse_pipeline("cuda").run(parse_module(_norm_weight_grad(4096, 768), "<test>"))
+    kernels = backend_named("triton").plan(module.funcs[0]).kernels()
+    (part,) = [block_schedule(k) for k in kernels if k.name.endswith("_part")]
+    assert part.columns and (part.XBLOCK, part.RBLOCK, part.num_warps) == (32, 8, 4), part.text()
+    # T5's, 8 x 512 rows (a batch loop outside the sequence's) x 512: 8 chunks of 512 rows,
+    # 128 programs, which need the long blocks' loads in flight
+    t5 = (
+        _norm_weight_grad(4096, 512)
+        .replace("r0 < 4096", "r0 < 8, r1 < 512")
+        .replace("512*r0 + i0", "262144*r0 + 512*r1 + i0")
+        .replace("%m[r0]", "%m[512*r0 + r1]")
+        .replace("%r[r0]", "%r[512*r0 + r1]")
+    )
+    module = parse_pipeline("cuda").run(parse_module(t5, "<test>"))
+    kernels = backend_named("triton").plan(module.funcs[0]).kernels()
+    (part,) = [block_schedule(k) for k in kernels if k.name.endswith("_part")]
+    assert (part.XBLOCK, part.RBLOCK, part.num_warps) == (32, 64, 16), part.text()
+
+
 def test_a_reduction_of_one_element() -> None:
     # the OpInfo suite on a GPU: sum of a 0-d or 1-element tensor has no reduction loop left
     for shape in ("1", "", "1, 1"):
