@@ -1,0 +1,31 @@
+"""benchmarks/device_time_by_kind.py without a GPU: how kernels are put in kinds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+from device_time_by_kind import by_kind, kind_of  # noqa: E402
+
+
+def test_kernels_fall_in_their_kinds() -> None:
+    assert kind_of("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT") == "gemm"
+    assert kind_of("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8") == "gemm"
+    assert kind_of("_mm_t_kernel") == "gemm"
+    assert kind_of("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_") == "attention"
+    assert kind_of("kernel_k1") == "generated"
+    assert kind_of("triton_per_fused_add_native_layer_norm_view_6") == "generated"
+    assert (
+        kind_of("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor")
+        == "aten"
+    )
+    assert kind_of("Memcpy DtoD (Device -> Device)") == "other"
+
+
+def test_kinds_sum_launches_and_time() -> None:
+    times = {"kernel_k1": (2.0, 10.0), "triton_poi_x": (1.0, 5.0), "nvjet_a": (3.0, 30.0)}
+    assert by_kind(times) == {"gemm": (3.0, 30.0), "generated": (3.0, 15.0)}
