@@ -403,8 +403,11 @@ def compile_graph_module(
     options: CompileOptions,
     name: str | None = None,
     kind: str = "inference",
+    any_layout: frozenset[int] = frozenset(),
 ) -> CompiledGraph:
     """Import an aten-level graph, run the pipeline, compile it, and dump stages if asked.
+    ``any_layout``: the positions of outputs that may keep FIR's layout
+    (:func:`saved_activations`); their strides are reported to AOTAutograd.
 
     Raises what FIR reports as unsupported (:func:`is_unsupported`) as it is, and every other
     error as a :class:`FirInternalError` naming the dump of the graph."""
@@ -412,7 +415,7 @@ def compile_graph_module(
     stages: list[tuple[str, str]] = []
     stage = ["import"]  # the stage running now, for the dump
     try:
-        return _compile(gm, example_inputs, options, name, kind, stages, stage)
+        return _compile(gm, example_inputs, options, name, kind, stages, stage, any_layout)
     except Exception as e:
         if is_unsupported(e):
             raise
@@ -433,17 +436,20 @@ def _compile(
     kind: str,
     stages: list[tuple[str, str]],
     stage: list[str],
+    any_layout: frozenset[int] = frozenset(),
 ) -> CompiledGraph:
     from fir.ir.verifier import verify_module
     from fir.passes.pipeline import Pipeline, parse_pipeline
 
+    where = list(example_inputs) + _output_values(gm)
+    backend = choose_backend(options, where)
+    if backend in (None, "interp"):  # the interpreter returns dense tensors: eager's layouts
+        any_layout = frozenset()
     with _without_none_outputs(gm) as none_outputs:
-        module, report, constants = import_graph_module(gm, list(example_inputs), name)
+        module, report, constants = import_graph_module(gm, list(example_inputs), name, any_layout)
     compiled = CompiledGraph(module, report, constants, name, stages, kind=kind)
     compiled.none_outputs = none_outputs
     stages.append(("import", print_module(module)))
-    where = list(example_inputs) + _output_values(gm)
-    backend = choose_backend(options, where)
     pipeline_name = pipeline_for(options, backend)
     pipeline = parse_pipeline(pipeline_name)
     for p in pipeline.passes:
@@ -504,6 +510,8 @@ def _compile(
 
             compiled.program = CudaGraphProgram(compiled.program)
         log("kernels", f"{name} ({kind}, {backend}):\n{_program_steps(compiled.program)}")
+        if any_layout:
+            _report_output_strides(gm, compiled)
     if options.dump_dir:
         out = Path(options.dump_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -513,6 +521,56 @@ def _compile(
     _log_graph(compiled, gm, backend)
     COMPILED.append(compiled)
     return compiled
+
+
+def saved_activations(gm: torch.fx.GraphModule) -> frozenset[int]:
+    """The positions of a training forward's outputs that only its backward reads (the
+    activations AOTAutograd saves, after the user's outputs and mutated inputs): FIR may return
+    them in the layout it computes them in, rather than copy each into eager's, where it can
+    tell AOTAutograd their strides (which compiles the backward for them, as for Inductor's
+    layouts). None where there is no such channel (no tracing context)."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    first = getattr(meta, "num_forward", None)
+    if context is None or getattr(context, "output_strides", None) is None or first is None:
+        return frozenset()
+    return frozenset(range(first, len(_output_nodes(gm))))
+
+
+def _output_nodes(gm: torch.fx.GraphModule) -> list[Any]:
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = out.args[0]
+    return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+
+def _report_output_strides(gm: torch.fx.GraphModule, compiled: CompiledGraph) -> None:
+    """Tell AOTAutograd the strides of the outputs returned in FIR's layout (the rest: None,
+    eager's), one entry per output of the graph, through its tracing context."""
+    from fir.ir.types import contiguous_strides
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    strides = getattr(context, "output_strides", None)
+    if strides is None:
+        return
+    graph = compiled.module.funcs[0]
+    free = graph.attrs.get("any_layout")
+    free_set = set(free) if isinstance(free, list) else set()
+    k = 0  # the position among the graph's tensor outputs
+    for pos in range(len(_output_nodes(gm))):
+        if pos in compiled.report.scalar_outputs:
+            strides.append(None)
+            continue
+        t = graph.outputs[k].type if k in free_set else None
+        k += 1
+        if t is None:
+            strides.append(None)
+            continue
+        # the importer frees static outputs only: their strides are numbers
+        given = t.layout.strides if t.layout is not None else contiguous_strides(t.shape)
+        strides.append(tuple(int(s) for s in given))
 
 
 class _without_none_outputs:
@@ -663,7 +721,8 @@ def _compile_or_fall_back(
     try:
         if has_data_dependent_sizes(fx_gm):
             return _compile_segmented(fx_gm, opts, kind)
-        compiled = compile_graph_module(fx_gm, inputs, opts, kind=kind)
+        free = saved_activations(fx_gm) if kind == "forward" else frozenset()
+        compiled = compile_graph_module(fx_gm, inputs, opts, kind=kind, any_layout=free)
     except FirInternalError:
         raise
     except FirError as e:  # unsupported: compile_graph_module raises nothing else

@@ -141,8 +141,11 @@ def target_name(target: Any) -> str:
 
 
 class Importer:
-    def __init__(self, name: str = "main") -> None:
+    def __init__(self, name: str = "main", any_layout: frozenset[int] = frozenset()) -> None:
         self.graph = Graph(name=_sanitize(name))
+        # the positions of the graph's outputs that may keep any layout (a training forward's
+        # saved activations: see :func:`fir.frontend.dynamo.saved_activations`)
+        self.any_layout = any_layout
         self.values: dict[torch.fx.Node, Any] = {}
         self.names: set[str] = set()
         self.report = ImportReport()
@@ -195,6 +198,8 @@ class Importer:
             val = n.meta.get("val", n.meta.get("example_value"))
             if val is None and example_inputs is not None:
                 val = example_inputs[k]
+            example = example_inputs[k] if example_inputs and k < len(example_inputs) else None
+            val = _restrided(val, example)
             if isinstance(val, torch.SymInt):
                 # under dynamic shapes Dynamo passes each size symbol (and each int argument) as
                 # an input as well: the program takes tensors, so the call drops these inputs
@@ -400,17 +405,23 @@ class Importer:
         outs = n.args[0]
         flat = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         tensors: list[torch.fx.Node] = []  # the outputs the function returns, in its order
+        free: list[int] = []  # the positions in them of those in ``any_layout``
         for k, o in enumerate(flat):
             v = self.values.get(o) if isinstance(o, torch.fx.Node) else o
             if not isinstance(v, Value):
                 self.report.scalar_outputs[k] = self.scalar_output(o, v)
                 continue
+            if k in self.any_layout and all(type(d) is int for d in v.type.shape):
+                free.append(len(self.graph.outputs))  # static: its strides can be reported
             self.graph.outputs.append(v)
             self.graph.output_types.append(v.type)
             tensors.append(cast(torch.fx.Node, o))  # only an FX node's value is a Value
         # eager's output contract, which ``lower`` keeps: these outputs may be views of an
         # input, every other one is a tensor of its own in the layout its declared type says
+        # (but ``lower`` may return those in ``any_layout`` in the layout it computes them in)
         views = self.graph.attrs["output_views"] = self._output_views(tensors)
+        if free:
+            self.graph.attrs["any_layout"] = free
         for k, o in enumerate(tensors):
             self._eager_layout(k, o, k in views)
         for query, out in self.attention_queries:
@@ -706,6 +717,21 @@ class Importer:
         out.type = TensorType(out.type.dtype, out.type.shape)
 
 
+def _restrided(val: Any, example: Any) -> Any:
+    """The example input where it is ``val`` with other strides: AOTAutograd compiles a
+    backward with its saved activations restrided to the layout the compiled forward reported
+    (:func:`fir.frontend.dynamo.saved_activations`); the graph's own metadata keeps eager's.
+    Static layouts only, as the forward reports only those."""
+    if not isinstance(val, torch.Tensor) or not isinstance(example, torch.Tensor):
+        return val
+    dims = [*val.shape, *val.stride(), *example.shape, *example.stride()]
+    if not all(type(d) is int for d in dims) or example.dtype != val.dtype:
+        return val
+    if tuple(example.shape) != tuple(val.shape) or example.stride() == val.stride():
+        return val
+    return example
+
+
 def graph_device(gm: torch.fx.GraphModule, example_inputs: list[Any] | None) -> torch.device:
     """Where a graph's program runs: the device of its GPU tensors if it has any (a CPU 0-d
     tensor beside them is a scalar), else CPU; a graph with no tensor input computes where its
@@ -829,13 +855,18 @@ def _sanitize(name: str) -> str:
 
 
 def import_graph_module(
-    gm: torch.fx.GraphModule, example_inputs: list[Any] | None = None, name: str = "main"
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any] | None = None,
+    name: str = "main",
+    any_layout: frozenset[int] = frozenset(),
 ) -> tuple[Module, ImportReport, list[torch.Tensor]]:
     """Import an aten-level graph. Returns the module, the report, and the tensors of large
-    constants that became extra trailing arguments."""
+    constants that became extra trailing arguments. ``any_layout``: the positions of the
+    graph's outputs that need not have eager's layout (the caller learns the layout from the
+    compiled function's output types)."""
     from fir.ir.verifier import verify_module
 
-    imp = Importer(name)
+    imp = Importer(name, any_layout)
     graph = imp.run(gm, example_inputs)
     module = Module([graph])
     verify_module(module)

@@ -252,11 +252,23 @@ class GraphLowering:
         itself, a view of it, an identity folded away: ``x.clone()``, ``torch.cat([x])``):
         eager returns a tensor of its own, and a caller that writes into it must not write
         into its input. Copy too an output whose layout is not its declared type's (eager's
-        strides: ``x.permute(...).contiguous()`` imports as the permute, an alias)."""
+        strides: ``x.permute(...).contiguous()`` imports as the permute, an alias).
+
+        The outputs listed in ``any_layout`` (a training forward's saved activations, which
+        only FIR's backward reads; the caller is told their strides) keep the layout FIR gives
+        them, and a view among them stays a view where that keeps no more memory alive than
+        a copy would (its storage is returned anyway, or it is at least half of it)."""
         views = self.g.attrs.get("output_views")
         if not isinstance(views, list):  # no contract with eager (a program written by hand)
             return
+        any_layout = self.g.attrs.get("any_layout")
+        free = set(any_layout) if isinstance(any_layout, list) else set()
         args = {id(a) for a in self.g.args}
+        alive = {  # the storage that outputs returned as they are keep alive
+            id(alias_root(v))
+            for k, v in enumerate(self.g.outputs)
+            if k < len(self.g.output_types) and same_layout(v.type, self.g.output_types[k])
+        }
         for k, v in enumerate(self.g.outputs):
             if k in views:
                 continue
@@ -265,10 +277,13 @@ class GraphLowering:
                 continue  # no element: nothing a caller could write through, nothing to copy
             if any(id(b) in args for b in (v, *storage_bases(v))):
                 why = f"returned: a tensor of its own, not %{alias_root(v).name}'s storage"
-            elif not same_layout(v.type, declared):
-                why = "returned in eager's layout"
-            else:
+            elif same_layout(v.type, declared):
                 continue
+            elif k in free and self._keeps_little(v, alive):
+                self.g.output_types[k] = v.type
+                continue
+            else:
+                why = "returned in eager's layout"
             if not is_writable(declared):  # overlapping: a loop node writes a contiguous one
                 declared = declared.contiguous()
             if why.endswith("layout"):
@@ -283,6 +298,15 @@ class GraphLowering:
             # counted apart from the views' copies, and only where there are any
             self.stats["output-copies"] = self.stats.get("output-copies", 0) + 1
             self.g.outputs[k] = copy
+
+    @staticmethod
+    def _keeps_little(v: Value, alive: set[int]) -> bool:
+        """Whether returning ``v`` as it is keeps no more memory alive than a copy of it."""
+        root = alias_root(v)
+        if root is v or id(root) in alive:
+            return True
+        size, whole = v.type.numel, root.type.numel
+        return isinstance(size, int) and isinstance(whole, int) and 2 * size >= whole
 
     def _add(self, node: Node) -> Any:
         for k, r in enumerate(node.results):

@@ -155,6 +155,42 @@ def test_gpt_gradients_match_eager() -> None:
         assert g.program is not None and not g.report.fallbacks, (g.kind, g.report.reasons)
 
 
+def test_saved_activations_keep_fir_layout_and_the_backward_is_compiled_for_it() -> None:
+    """The key and value of an attention behind a cache that starts empty (HF's, GPT-2's):
+    ``cat`` with the empty cache imports as the head-major view of the projection, and eager
+    saves a contiguous copy for the backward. FIR saves the view as it is and tells
+    AOTAutograd its strides, which compiles the backward for them: no copy in the forward."""
+    from fir.ir.graph import LoopNode
+
+    class CachedAttention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(16, 48)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).reshape(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+            empty = torch.tensor([], dtype=x.dtype)  # a cache's first step
+            k, v = torch.cat([empty, k], dim=-2), torch.cat([empty, v], dim=-2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return y.square().sum()
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    graphs = _check_gradients(CachedAttention(), lambda m: m(x))
+    forward = next(g for g in graphs if g.kind == "forward")
+    backward = _ran_backward(graphs)
+    fwd = forward.module.funcs[0]
+    copies = [n.attrs["copy"] for n in fwd.nodes if isinstance(n, LoopNode) and "copy" in n.attrs]
+    assert not copies, copies
+    saved = [fwd.outputs[k].type for k in fwd.attrs["any_layout"]]
+    head_major_views = [t for t in saved if t.layout is not None and t.layout.strides[-2] == 48]
+    assert len(head_major_views) >= 3, saved  # q, k and v: views of the projection
+    # the backward takes them in those strides (an input's offset is its pointer's)
+    received = [a.type.layout.strides for a in backward.module.funcs[0].args if a.type.layout]
+    for t in head_major_views:
+        assert t.layout is not None and t.layout.strides in received, (t, received)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_gradients_with_ignored_targets(reduction: str) -> None:
     class Classifier(nn.Module):
