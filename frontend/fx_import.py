@@ -160,6 +160,8 @@ class Importer:
         self.unbacked_origin: dict[str, str] = {}  # data-dependent symbol -> the op making it
         # data-dependent symbols the graph's inputs carry whole: sizes it binds (``_run``)
         self.bound_unbacked: frozenset[str] = frozenset()
+        # inputs the backward gets in strides other than its trace's (:func:`_restrided`)
+        self.restrided: dict[torch.fx.Node, torch.Tensor] = {}
         # the device the program runs on (:func:`graph_device`); a node that makes a tensor
         # elsewhere falls back (Emitter.check_device)
         self.device: torch.device | None = None
@@ -199,7 +201,8 @@ class Importer:
             if val is None and example_inputs is not None:
                 val = example_inputs[k]
             example = example_inputs[k] if example_inputs and k < len(example_inputs) else None
-            val = _restrided(val, example)
+            if _restrided(val, example) is not val:
+                val = self.restrided[n] = example
             if isinstance(val, torch.SymInt):
                 # under dynamic shapes Dynamo passes each size symbol (and each int argument) as
                 # an input as well: the program takes tensors, so the call drops these inputs
@@ -632,7 +635,9 @@ class Importer:
         self.report.imported[name] += 1
 
     def extern(self, n: torch.fx.Node, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        val = meta_value(n)
+        val = self._restrided_result(n)
+        if val is None:
+            val = meta_value(n)
         multi = isinstance(val, (tuple, list))
         vals = list(val) if multi else [val]
         # results that are not tensors (cuDNN attention's None and sizes) are no values of the
@@ -700,6 +705,33 @@ class Importer:
         self.values[n] = (
             [by_position.get(k, v) for k, v in enumerate(vals)] if multi else node.results[0]
         )
+
+    def _restrided_result(self, n: torch.fx.Node) -> Any:
+        """What ``n`` returns for the inputs it gets, where it reads an input restrided
+        (:func:`_restrided`): the trace saw eager's strides, and the op's results may follow
+        its inputs' (cuDNN's attention backward allocates the key's and value's gradients
+        like the key and value). The op runs again on fake tensors laid out as the inputs
+        are; None where it reads no restrided input."""
+        restrided = [a for a in n.all_input_nodes if a in self.restrided]
+        if not restrided:
+            return None
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        mode = next(
+            (v.fake_mode for v in self.restrided.values() if isinstance(v, FakeTensor)), None
+        )
+        if mode is None:
+            return None
+
+        def fake(a: Any) -> Any:
+            if not isinstance(a, torch.fx.Node):
+                return a
+            if a in self.restrided:
+                return self.restrided[a]
+            return a.meta.get("val", a.meta.get("example_value"))
+
+        with mode:
+            return n.target(*torch.fx.map_arg(n.args, fake), **torch.fx.map_arg(n.kwargs, fake))
 
     @staticmethod
     def _follow_query_layout(query: Any, out: Value) -> None:

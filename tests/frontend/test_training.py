@@ -191,6 +191,27 @@ def test_saved_activations_keep_fir_layout_and_the_backward_is_compiled_for_it()
         assert t.layout is not None and t.layout.strides in received, (t, received)
 
 
+def test_an_extern_reading_a_restrided_input_declares_the_layout_it_returns() -> None:
+    """A backward gets its saved activations in the strides the forward reported, where its
+    trace saw eager's. An extern call whose results follow its input's layout (cuDNN's
+    attention backward allocates dk and dv like k and v) is declared with what it returns for
+    that layout; declared as traced, every call's result would be copied (two ATen copies a
+    layer on GPT-2's backward)."""
+    from fir.frontend.fx_import import import_graph_module
+    from fir.ir.graph import ExternNode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda x: torch.special.erfcx(x) * 2, tracing_mode="fake")(torch.randn(4, 6))
+    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    with placeholder.meta["val"].fake_mode:
+        transposed = torch.empty_strided((4, 6), (1, 4))
+    module, _, _ = import_graph_module(gm, [transposed])
+    graph = module.funcs[0]
+    assert graph.args[0].type.strides == (1, 4)
+    (call,) = [n for n in graph.nodes if isinstance(n, ExternNode)]
+    assert call.results[0].type.strides == (1, 4)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_gradients_with_ignored_targets(reduction: str) -> None:
     class Classifier(nn.Module):
