@@ -24,6 +24,7 @@ from __future__ import annotations
 import operator
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -201,7 +202,7 @@ class Importer:
             if val is None and example_inputs is not None:
                 val = example_inputs[k]
             example = example_inputs[k] if example_inputs and k < len(example_inputs) else None
-            if _restrided(val, example) is not val:
+            if isinstance(example, torch.Tensor) and _restrided(val, example) is example:
                 val = self.restrided[n] = example
             if isinstance(val, torch.SymInt):
                 # under dynamic shapes Dynamo passes each size symbol (and each int argument) as
@@ -730,8 +731,9 @@ class Importer:
                 return self.restrided[a]
             return a.meta.get("val", a.meta.get("example_value"))
 
+        op = cast(Callable[..., Any], n.target)  # an extern call's target is an op
         with mode:
-            return n.target(*torch.fx.map_arg(n.args, fake), **torch.fx.map_arg(n.kwargs, fake))
+            return op(*torch.fx.map_arg(n.args, fake), **torch.fx.map_arg(n.kwargs, fake))
 
     @staticmethod
     def _follow_query_layout(query: Any, out: Value) -> None:

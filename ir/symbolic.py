@@ -581,21 +581,47 @@ def stride(e: Any, var: sympy.Symbol) -> Any:
     return int(total) if isinstance(total, (int, sympy.Integer)) else total
 
 
+# the shortest run of consecutive elements that counts as walking memory along a loop: a
+# load steps by one along ``i`` over ``mod(i, 64)`` (a head's 64 features) and jumps at each
+# ``floordiv(i, 64)``, which still coalesces
+CONTIGUOUS_RUN = 16
+
+
+def run_stride(e: Any, var: sympy.Symbol) -> Any:
+    """The stride of ``e`` along ``var`` within a run of consecutive values of it: ``stride``,
+    or where ``var`` is split by a constant of at least :data:`CONTIGUOUS_RUN` (``mod(i, d)``
+    and ``floordiv(i, d)``: attention's heads merged back), the stride of ``mod(i, d)``."""
+    step = stride(e, var)
+    if step is not None or isinstance(e, int):
+        return step
+
+    def split(x: Any, kind: type[sympy.Function]) -> bool:
+        if not isinstance(x, kind):
+            return False
+        d = _const(x.args[1])
+        return d is not None and d >= CONTIGUOUS_RUN and x.args[0] == var
+
+    within = e.replace(lambda x: split(x, FloorDiv), lambda x: sympy.Integer(0))
+    within = within.replace(lambda x: split(x, Modulo), lambda x: var)
+    return stride(within, var)
+
+
 def walks_columns(
     indices: Iterable[Any], out_vars: Sequence[sympy.Symbol], red_vars: Sequence[sympy.Symbol]
 ) -> bool:
     """Whether a reduction that loads at ``indices`` walks memory along its outputs
     (``x.sum(0)``: a *column* reduction): some load steps by one element along an output loop
-    and by none along a reduction loop. A load that does not move with the reduction (one
-    value a row, such as a layer norm's mean or the token id an embedding row is gathered by)
-    is read once a row whatever the layout, and does not count. One rule for the
+    (in runs: :func:`run_stride`) and by none along a reduction loop. A load that does not
+    move with the reduction (one value a row, such as a layer norm's mean or the token id an
+    embedding row is gathered by) is read once a row whatever the layout, and does not count.
+    One rule for the
     ``split-reductions`` pass (which splits a column reduction with many programs' worth of
     outputs) and the Triton block schedule (which gives it column blocks): a layer norm's
     weight gradient, which also loads the per-row mean, once ran unsplit on 24 programs."""
     for index in indices:
         if isinstance(index, int) or all(stride(index, v) == 0 for v in red_vars):
             continue
-        along_out = any(stride(index, v) == 1 for v in out_vars)
+        along_out = any(run_stride(index, v) == 1 for v in out_vars)
         if along_out and not any(stride(index, v) == 1 for v in red_vars):
             return True
     return False

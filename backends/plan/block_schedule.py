@@ -47,8 +47,12 @@ COLUMN_BLOCKS = (32, 64, 16)
 # COLUMN_BLOCKS. With fewer programs, four warps that step eight rows at a time leave too few
 # loads in flight to hide the memory's latency: T5's norm weight gradients (128 programs of
 # 512 rows) took 65 us against 12, GPT-2's layer norm weight and bias gradients (192
-# programs, unsplit before) about 50 against 24
-SHORT_COLUMN = 512
+# programs, unsplit before) about 50 against 24. Chunks of 512 rows keep the long blocks even
+# with many programs: Llama's RMS norm weight gradient (4 tensors of 2048 x 2048 bf16, 256
+# programs of 512 rows) took 88 us a layer in the training step in short blocks against about
+# 30 in long ones, and 52 against 24 us on inputs from memory (.dbg sweep, L2 flushed, H200);
+# in 256-row chunks the short blocks were faster or level in the models
+SHORT_COLUMN = 256
 SHORT_COLUMN_PROGRAMS = 256
 SHORT_COLUMN_BLOCKS = (32, 8, 4)
 # elements of a persistent reduction's block (XBLOCK * RBLOCK) where a row is shorter: rows of

@@ -220,13 +220,17 @@ class GraphLowering:
 
     def _alias_transpose(self, v: Value) -> bool:
         """``v`` swaps the last two dimensions of a view that needs a copy: copy that view (its
-        own contiguous layout) and make ``v`` an alias of it with the two strides swapped."""
+        own contiguous layout) and make ``v`` an alias of it with the two strides swapped. A
+        view copied already for another reader is not copied again: a linear layer's gradient
+        reads the output gradient of attention (a permute then a reshape that strides cannot
+        express) as it is for the input's gradient and transposed for the weight's; BERT's
+        backward copied it twice, once in each layout."""
         n = v.owner
         if not isinstance(n, TensorOp) or n.op not in ("transpose", "permute"):
             return False
         u = n.operands[0] if n.operands else None
         rank = len(v.type.shape)
-        if not isinstance(u, Value) or rank < 2 or id(u) not in self.views or id(u) in self.copied:
+        if not isinstance(u, Value) or rank < 2 or id(u) not in self.views:
             return False
         if n.op == "transpose":
             pair = sorted(d % rank for d in (n.attrs["dim0"], n.attrs["dim1"]))
@@ -236,8 +240,9 @@ class GraphLowering:
             swaps_last = dims == [*range(rank - 2), rank - 1, rank - 2]
         if not swaps_last or self.accesses[id(u)].strides is not None:
             return False
-        self.materialize(u)
-        strides = list(contiguous_strides(tuple(u.type.shape)))
+        self.materialize(u)  # nothing to do where another reader had it copied
+        given = u.type.layout.strides if u.type.layout is not None else None
+        strides = list(given or contiguous_strides(tuple(u.type.shape)))
         strides[-2], strides[-1] = strides[-1], strides[-2]
         self.copied.add(id(v))
         v.type = TensorType(v.type.dtype, v.type.shape, Layout(tuple(strides), 0)).normalized()

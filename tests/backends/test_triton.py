@@ -318,6 +318,21 @@ def test_short_columns_in_many_programs_take_short_blocks() -> None:
     kernels = backend_named("triton").plan(module.funcs[0]).kernels()
     (part,) = [block_schedule(k) for k in kernels if k.name.endswith("_part")]
     assert (part.XBLOCK, part.RBLOCK, part.num_warps) == (32, 64, 16), part.text()
+    # Llama's, 4 x 512 rows x 2048: 4 chunks of 512 rows make 256 programs, but each steps
+    # through 512 rows (88 us a layer in short blocks, about 30 in long ones)
+    llama = (
+        _norm_weight_grad(2048, 2048)
+        .replace("r0 < 2048", "r0 < 4, r1 < 512")
+        .replace("2048*r0 + i0", "1048576*r0 + 2048*r1 + i0")
+        .replace("%m[r0]", "%m[512*r0 + r1]")
+        .replace("%r[r0]", "%r[512*r0 + r1]")
+    )
+    module = parse_pipeline("cuda").run(parse_module(llama, "<test>"))
+    kernels = backend_named("triton").plan(module.funcs[0]).kernels()
+    (part,) = [k for k in kernels if k.name.endswith("_part")]
+    assert (part.numel, part.rnumel) == (4 * 2048, 512)
+    chosen = block_schedule(part)
+    assert (chosen.XBLOCK, chosen.RBLOCK, chosen.num_warps) == (32, 64, 16), chosen.text()
 
 
 def test_a_reduction_of_one_element() -> None:
