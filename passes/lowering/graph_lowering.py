@@ -262,17 +262,27 @@ class GraphLowering:
         The outputs listed in ``any_layout`` (a training forward's saved activations, which
         only FIR's backward reads; the caller is told their strides) keep the layout FIR gives
         them, and a view among them stays a view where that keeps no more memory alive than
-        a copy would (its storage is returned anyway, or it is at least half of it)."""
+        a copy would (its storage is returned anyway, or it is at least half of it) and where
+        it does not view one of the caller's outputs."""
         views = self.g.attrs.get("output_views")
         if not isinstance(views, list):  # no contract with eager (a program written by hand)
             return
         any_layout = self.g.attrs.get("any_layout")
         free = set(any_layout) if isinstance(any_layout, list) else set()
         args = {id(a) for a in self.g.args}
+        # the caller's own outputs: a saved activation that viewed one would see the caller's
+        # writes into it (eager saves a tensor of its own)
+        users = {id(alias_root(v)) for k, v in enumerate(self.g.outputs) if k not in free}
         alive = {  # the storage that outputs returned as they are keep alive
             id(alias_root(v))
             for k, v in enumerate(self.g.outputs)
             if k < len(self.g.output_types) and same_layout(v.type, self.g.output_types[k])
+        }
+        # and the saved views that are most of their storage, which stay views whatever else
+        alive |= {
+            id(alias_root(v))
+            for k, v in enumerate(self.g.outputs)
+            if k in free and id(alias_root(v)) not in users and self._keeps_little(v, set())
         }
         for k, v in enumerate(self.g.outputs):
             if k in views:
@@ -284,7 +294,7 @@ class GraphLowering:
                 why = f"returned: a tensor of its own, not %{alias_root(v).name}'s storage"
             elif same_layout(v.type, declared):
                 continue
-            elif k in free and self._keeps_little(v, alive):
+            elif k in free and id(alias_root(v)) not in users and self._keeps_little(v, alive):
                 self.g.output_types[k] = v.type
                 continue
             else:
