@@ -6,10 +6,13 @@ Each model of ``bench_models.py`` is compiled by Inductor and by FIR, warmed up,
 of each are profiled (``torch.profiler``, CUDA activity); every kernel is put in one kind
 (:func:`kind_of`: GEMM, attention, generated Triton code, ATen, other) and the kinds' time and
 launches a step are printed side by side, then each compiler's generated, ATen and other
-kernels one by one (FIR's with the nodes they compute; a training step's forward and
+kernels one by one (FIR's with the nodes they compute). A training step's forward and
 backward programs may both have a ``kernel_k1``, whose times the profiler adds up under one
-name and whose members are the last program's). A training step is the forward and
-backward of ``out.float().square().mean()``, as in ``bench_models.py --mode train``. Needs a GPU
+name: in training the forward alone is profiled too, and the backward's kernels are the step's
+less the forward's (:func:`split_phases`; the loss and its gradient, eager's kernels, count in
+the backward's), each phase's table with its own program's members. A training step is the
+forward and backward of ``out.float().square().mean()``, as in ``bench_models.py --mode
+train``. Needs a GPU
 and ``transformers``; prints tables (``docs/benchmarks/models.md`` quotes them where a note
 relies on them: the tenth session's training figures).
 """
@@ -53,6 +56,21 @@ def by_kind(times: dict[str, tuple[float, float]]) -> dict[str, tuple[float, flo
         k[0] += count
         k[1] += us
     return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+
+def split_phases(
+    step: dict[str, tuple[float, float]], forward: dict[str, tuple[float, float]]
+) -> dict[str, tuple[float, float]]:
+    """The backward's ``(launches, us)`` by kernel name: a training step's less its forward's.
+    FIR names a program's kernels ``kernel_k1``, ``kernel_k2`` … in each program, so the
+    forward and the backward both have a ``kernel_k1``, which the profiler adds up under one
+    name; profiling the forward alone tells them apart."""
+    out = {}
+    for name, (count, us) in step.items():
+        fc, fus = forward.get(name, (0.0, 0.0))
+        if count - fc > 1e-6:
+            out[name] = (count - fc, max(0.0, us - fus))
+    return out
 
 
 def kernel_times(step: Callable[[], Any]) -> dict[str, tuple[float, float]]:
@@ -99,22 +117,26 @@ def steppers(name: str, mode: str) -> dict[str, Callable[[], Any]]:
     ids = bm._ids(vocab, bm.GPU_SHAPES[name], "cuda")
     params = [p for p in model.parameters() if p.requires_grad]
 
-    def stepper(fn: Callable[[Any], Any]) -> Callable[[], Any]:
+    def stepper(fn: Callable[[Any], Any], phase: str) -> Callable[[], Any]:
         def infer() -> None:
             with torch.no_grad():
                 fn(ids)
+
+        def forward() -> None:  # a training step's forward program alone
+            fn(ids)
 
         def train() -> None:
             for p in params:
                 p.grad = None
             fn(ids).float().square().mean().backward()
 
-        return infer if mode == "infer" else train
+        return {"infer": infer, "forward": forward, "train": train}[phase]
 
-    return {
-        "Inductor": stepper(torch.compile(run)),
-        "FIR": stepper(torch.compile(run, backend="fir")),
-    }
+    compiled = {"Inductor": torch.compile(run), "FIR": torch.compile(run, backend="fir")}
+    out = {label: stepper(fn, mode) for label, fn in compiled.items()}
+    if mode == "train":
+        out |= {f"{label} forward": stepper(fn, "forward") for label, fn in compiled.items()}
+    return out
 
 
 def report(name: str, mode: str, top: int) -> None:
@@ -126,27 +148,35 @@ def report(name: str, mode: str, top: int) -> None:
         for _ in range(4):
             step()
     torch.cuda.synchronize()
-    members = {
-        "kernel_" + k.name: list(k.members)[:6]
-        for c in fb.COMPILED
-        if c.program is not None and hasattr(c.program, "plan")
-        for k in c.program.plan.kernels()
-    }
+    members: dict[str, dict[str, list[str]]] = collections.defaultdict(dict)
+    for c in fb.COMPILED:  # FIR's kernels' members, by program kind
+        if c.program is not None and hasattr(c.program, "plan"):
+            for k in c.program.plan.kernels():
+                members[c.kind]["kernel_" + k.name] = list(k.members)[:6]
     times = {label: kernel_times(step) for label, step in steps.items()}
+    tables = {label: t for label, t in times.items() if not label.endswith(" forward")}
+    if mode == "train":
+        for label in ("Inductor", "FIR"):
+            tables[f"{label} forward"] = times[f"{label} forward"]
+            tables[f"{label} backward"] = split_phases(times[label], times[f"{label} forward"])
     print(f"## {name} ({mode}), per step")
-    for label, t in times.items():
+    for label, t in tables.items():
         total = sum(us for _, us in t.values()) / 1e3
         launches = sum(c for c, _ in t.values())
         kinds = ", ".join(f"{k} {us / 1e3:.3f} ms / {c:.0f}" for k, (c, us) in by_kind(t).items())
         print(f"{label}: {total:.3f} ms, {launches:.0f} launches; {kinds}")
-    for label, t in times.items():
+    for label, t in tables.items():
+        if mode == "train" and label in ("Inductor", "FIR"):
+            continue  # the phases' tables name each kernel's program
         print(f"-- {label}: generated, ATen and other kernels (launches, us, us each)")
         rows = sorted(
             ((us, c, n) for n, (c, us) in t.items() if kind_of(n) not in ("gemm", "attention")),
             reverse=True,
         )
+        kind = {"FIR": "inference", "FIR forward": "forward", "FIR backward": "backward"}
+        of = members.get(kind.get(label, ""), {})
         for us, c, n in rows[:top]:
-            what = members.get(n.split("(")[0].strip(), "") if label == "FIR" else ""
+            what = of.get(n.split("(")[0].strip(), "")
             print(f"   {c:5.1f} {us:8.1f} {us / c:7.2f}  {n[:80]}  {what}")
 
 
