@@ -27,7 +27,7 @@ from fir.backends.plan.instructions import (
 from fir.backends.runtime import CompiledProgram, RuntimeInputError
 from fir.ir.dtypes import DType
 from fir.ir.errors import KernelIndexError
-from fir.ir.graph import Module
+from fir.ir.graph import Module, TensorOp
 from fir.ir.interpreter import run_graph
 from fir.ir.parser import parse_file, parse_module
 from fir.ir.printer import print_module
@@ -128,15 +128,26 @@ def test_random_tensor_programs(m: Module) -> None:
     sizes = [d for a in g.args for d in a.type.shape]
     if any(not isinstance(d, int) for d in sizes):
         return  # random symbolic programs: covered by test_symbolic_sizes
+    masks = [n for n in g.nodes if isinstance(n, TensorOp) and _random_dropout(n)]
+    if len(masks) > 1:
+        return  # random masks drawn in an order fusion may change
     try:
         after = parse_pipeline("fusion").run(parse_module(print_module(m)))
         inputs = [_consistent(a.type, x) for a, x in zip(g.args, random_inputs(g, 0, None))]
+        torch.manual_seed(1)  # one training dropout draws the same mask in both runs
         want = run_graph(g, [x.clone() for x in inputs])
     except Exception:
         return  # the interpreter refuses the random inputs (an index out of range, …)
+    torch.manual_seed(1)
     got = compile_plan(after)(*inputs)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3, equal_nan=True)
+
+
+def _random_dropout(n: TensorOp) -> bool:
+    """A training dropout that keeps some elements and not others: its mask is random."""
+    p = n.attrs.get("p", 0.5)
+    return n.op == "dropout" and bool(n.attrs.get("train")) and 0 < p < 1
 
 
 def _consistent(t: TensorType, x: torch.Tensor) -> torch.Tensor:
