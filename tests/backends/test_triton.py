@@ -296,40 +296,44 @@ def test_a_norm_weight_gradient_splits_and_keeps_its_values() -> None:
     assert any(n.endswith("_part") and c.columns for n, c in configs.items()), configs
 
 
-def test_short_columns_in_many_programs_take_short_blocks() -> None:
-    from fir.backends.plan.block_schedule import block_schedule
+def _batched_norm_weight_grad(batch: int, tokens: int, cols: int) -> str:
+    """A norm weight gradient whose rows are a batch loop outside the sequence's."""
+    rows = batch * tokens
+    return (
+        _norm_weight_grad(rows, cols)
+        .replace(f"r0 < {rows}", f"r0 < {batch}, r1 < {tokens}")
+        .replace(f"{cols}*r0 + i0", f"{tokens * cols}*r0 + {cols}*r1 + i0")
+        .replace("%m[r0]", f"%m[{tokens}*r0 + r1]")
+        .replace("%r[r0]", f"%r[{tokens}*r0 + r1]")
+    )
+
+
+def _split_part(text: str) -> Any:
+    """The plan of the partial sums the cuda pipeline splits ``text``'s reduction into."""
     from fir.backends.registry import backend_named
 
+    module = parse_pipeline("cuda").run(parse_module(text, "<test>"))
+    (part,) = [
+        k
+        for k in backend_named("triton").plan(module.funcs[0]).kernels()
+        if k.name.endswith("_part")
+    ]
+    return part
+
+
+def test_short_columns_in_many_programs_take_short_blocks() -> None:
+    from fir.backends.plan.block_schedule import block_schedule
+
     # GPT-2's size, 4096 rows x 768: 16 chunks of 256 rows, 384 programs of 32 columns
-    module = parse_pipeline("cuda").run(parse_module(_norm_weight_grad(4096, 768), "<test>"))
-    kernels = backend_named("triton").plan(module.funcs[0]).kernels()
-    (part,) = [block_schedule(k) for k in kernels if k.name.endswith("_part")]
-    assert part.columns and (part.XBLOCK, part.RBLOCK, part.num_warps) == (32, 8, 4), part.text()
-    # T5's, 8 x 512 rows (a batch loop outside the sequence's) x 512: 8 chunks of 512 rows,
-    # 128 programs, which need the long blocks' loads in flight
-    t5 = (
-        _norm_weight_grad(4096, 512)
-        .replace("r0 < 4096", "r0 < 8, r1 < 512")
-        .replace("512*r0 + i0", "262144*r0 + 512*r1 + i0")
-        .replace("%m[r0]", "%m[512*r0 + r1]")
-        .replace("%r[r0]", "%r[512*r0 + r1]")
-    )
-    module = parse_pipeline("cuda").run(parse_module(t5, "<test>"))
-    kernels = backend_named("triton").plan(module.funcs[0]).kernels()
-    (part,) = [block_schedule(k) for k in kernels if k.name.endswith("_part")]
-    assert (part.XBLOCK, part.RBLOCK, part.num_warps) == (32, 64, 16), part.text()
+    chosen = block_schedule(_split_part(_norm_weight_grad(4096, 768)))
+    assert chosen.columns and (chosen.XBLOCK, chosen.RBLOCK, chosen.num_warps) == (32, 8, 4)
+    # T5's, 8 x 512 rows x 512: 8 chunks of 512 rows, 128 programs, which need the long
+    # blocks' loads in flight
+    chosen = block_schedule(_split_part(_batched_norm_weight_grad(8, 512, 512)))
+    assert (chosen.XBLOCK, chosen.RBLOCK, chosen.num_warps) == (32, 64, 16), chosen.text()
     # Llama's, 4 x 512 rows x 2048: 4 chunks of 512 rows make 256 programs, but each steps
     # through 512 rows (88 us a layer in short blocks, about 30 in long ones)
-    llama = (
-        _norm_weight_grad(2048, 2048)
-        .replace("r0 < 2048", "r0 < 4, r1 < 512")
-        .replace("2048*r0 + i0", "1048576*r0 + 2048*r1 + i0")
-        .replace("%m[r0]", "%m[512*r0 + r1]")
-        .replace("%r[r0]", "%r[512*r0 + r1]")
-    )
-    module = parse_pipeline("cuda").run(parse_module(llama, "<test>"))
-    kernels = backend_named("triton").plan(module.funcs[0]).kernels()
-    (part,) = [k for k in kernels if k.name.endswith("_part")]
+    part = _split_part(_batched_norm_weight_grad(4, 512, 2048))
     assert (part.numel, part.rnumel) == (4 * 2048, 512)
     chosen = block_schedule(part)
     assert (chosen.XBLOCK, chosen.RBLOCK, chosen.num_warps) == (32, 64, 16), chosen.text()
