@@ -55,7 +55,7 @@ from ..base import Option, OptionError, Pass, paused_gc
 from ..verify import adopt_kernels
 from .fusion_graph import FusionGraph, FusionNode
 from .report import Candidate, FunctionReport, Round, Summary
-from .rules import FusionRules, PeakProfile, Rejection, RuleOptions
+from .rules import FusionRules, PeakProfile, Rejection, RuleOptions, is_small
 
 WINDOW = 64  # pairs are looked for among this many neighbours in each buffer's list
 
@@ -85,6 +85,12 @@ class FusePass(Pass):
             False,
             "also fuse pointwise nodes that share no buffer when their iteration spaces are equal",
         ),
+        "small-kernels": Option(
+            int,
+            0,
+            "also fuse nodes of one iteration space of at most this many elements that share "
+            "no buffer (launch-bound kernels: one launch for two); 0: never",
+        ),
         "rounds": Option(int, 10, "most rounds of fusion"),
         "reorder": Option(
             bool,
@@ -112,6 +118,7 @@ class FusePass(Pass):
                 max_size=self.max_size,  # type: ignore[attr-defined]
                 aggressive=self.aggressive and not self.vertical_only,  # type: ignore[attr-defined]
                 max_rounds=self.rounds,  # type: ignore[attr-defined]
+                small_kernels=self.small_kernels if not self.vertical_only else 0,  # type: ignore[attr-defined]
                 reorder=self.reorder,  # type: ignore[attr-defined]
                 collect=keep,
                 options=self.option_values(),
@@ -152,10 +159,12 @@ def _fuse_function(
     reorder: bool = True,
     collect: bool = False,
     options: dict[str, Any] | None = None,
+    small_kernels: int = 0,
 ) -> FunctionReport:
     report = FunctionReport(g.name, dict(options or {}))
     fg = FusionGraph(g)
-    rules = FusionRules(fg, RuleOptions(max_size, horizontal, aggressive))
+    small = small_kernels if horizontal else 0
+    rules = FusionRules(fg, RuleOptions(max_size, horizontal, aggressive, small))
     rules.keep_details = collect
     adopt_kernels(g, fg, rules)
     loops = [f for f in fg.fnodes.values() if f.kind == "loop"]
@@ -404,10 +413,13 @@ def find_candidates(
     for f in order:
         for buf in f.used_buffers():
             groups.setdefault(buf, []).append(f)
-    if rules.options.aggressive:
+    small = rules.options.small_kernels
+    if rules.options.aggressive or small:
         for f in order:
-            if f.space is not None:
-                s = f.space.space
+            if f.space is None:
+                continue
+            s = f.space.space
+            if rules.options.aggressive or is_small(s, small):
                 groups.setdefault(("space", s.numel, s.rnumel, s.reduction), []).append(f)
     seen: set[tuple[int, int]] = set()
     entries: list[_Entry] = []

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fir.ir.dependencies import dep_str
 from fir.ir.kernels import SpaceInfo
@@ -101,6 +102,9 @@ class RuleOptions:
     max_size: int = 64
     horizontal: bool = True
     aggressive: bool = False
+    # ``small-kernels``: nodes of one iteration space of at most this many elements may fuse
+    # with nothing in common (0: never)
+    small_kernels: int = 0
 
 
 class PeakProfile:
@@ -238,7 +242,12 @@ class FusionRules:
             )
         vertical = fg.reaches(a, b)
         if not hand_written:
-            if not shared and not shares_data(a, b) and not self._aggressive_pair(a, b):
+            if (
+                not shared
+                and not shares_data(a, b)
+                and not self._aggressive_pair(a, b)
+                and not self.small_pair(a, b)
+            ):
                 if not self.options.aggressive:
                     hint = " (aggressive=true fuses pointwise nodes of equal groups)"
                 elif a.is_reduction or b.is_reduction:
@@ -288,6 +297,7 @@ class FusionRules:
             and not hand_written
             and (a.is_reduction or b.is_reduction)
             and not self._aggressive_pair(a, b)
+            and not self.small_pair(a, b)
             and fg.saved_bytes(a, b)[1] == 0
         ):
             return (
@@ -313,6 +323,20 @@ class FusionRules:
             return False
         assert a.space is not None and b.space is not None
         return a.space.space.same(b.space.space)
+
+    def small_pair(self, a: FusionNode, b: FusionNode) -> bool:
+        """``small-kernels``: two nodes of the same iteration space of at most that many
+        elements may fuse with nothing shared. Each would be its own launch-bound kernel (a
+        split sum's final of 768 x 8 elements takes about 2 us on an H200, most of it the
+        launch and the tail): one launch instead of two, and no slower. BERT's layer norm
+        weight and bias gradients end in two such finals per norm, 25 a backward."""
+        limit = self.options.small_kernels
+        if limit <= 0 or a.space is None or b.space is None:
+            return False
+        if len(a.members) + len(b.members) > SMALL_KERNEL_MEMBERS:
+            return False
+        sa, sb = a.space.space, b.space.space
+        return is_small(sa, limit) and sa.same(sb)
 
     def _nofuse(self, a: FusionNode, b: FusionNode) -> Rejection:
         fg = self.fg
@@ -439,6 +463,18 @@ def _bare(code: str) -> Rejection:
     if r is None:
         r = _BARE[code] = Rejection(code, "(not recorded)")
     return r
+
+
+# the most nodes a kernel joined by ``small-kernels`` holds: the nearest small nodes join first
+# (a layer's norm and bias gradient finals); without a cap every final of a backward, read
+# from the partials of all its layers, became one kernel of 200 nodes at its end
+SMALL_KERNEL_MEMBERS = 8
+
+
+def is_small(space: Any, limit: int) -> bool:
+    """Whether an iteration space has static sizes and at most ``limit`` elements."""
+    n, r = space.numel, space.rnumel
+    return isinstance(n, int) and isinstance(r, int) and n * r <= limit
 
 
 def shares_data(a: FusionNode, b: FusionNode) -> bool:

@@ -296,6 +296,26 @@ def test_a_norm_weight_gradient_splits_and_keeps_its_values() -> None:
     assert any(n.endswith("_part") and c.columns for n, c in configs.items()), configs
 
 
+def test_the_finals_of_independent_split_sums_run_as_one_kernel() -> None:
+    # a layer norm's weight and bias gradients and a bias gradient: three split sums of 1,024
+    # rows that share no input. Each final (64 outputs of 4 partials) is launch-bound:
+    # fuse{small-kernels} joins them, and the values stay the interpreter's
+    text = """func @f(%g: f32[1024, 64], %x: f32[1024, 64], %d: f32[1024, 64]) -> (f32[64], f32[64], f32[64]) {
+  %gx = mul %g, %x : f32[1024, 64]
+  %dw = sum %gx {dims = [0]} : f32[64]
+  %db = sum %g {dims = [0]} : f32[64]
+  %bias = sum %d {dims = [0]} : f32[64]
+  return %dw, %db, %bias
+}
+"""
+    pipeline = parse_pipeline("cuda").passes
+    names = ",".join("fuse{small-kernels=65536}" if q.name == "fuse" else q.name for q in pipeline)
+    (p,) = check(text, rtol=1e-4, atol=1e-4, pipeline=names)
+    kernels = list(p.plan.kernels())  # type: ignore[attr-defined]
+    finals = [k for k in kernels if not any(m.endswith(".part") for m in k.members)]
+    assert len(finals) == 1 and len(finals[0].members) == 3, [k.members for k in kernels]
+
+
 def _batched_norm_weight_grad(batch: int, tokens: int, cols: int) -> str:
     """A norm weight gradient whose rows are a batch loop outside the sequence's."""
     rows = batch * tokens

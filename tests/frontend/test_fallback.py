@@ -193,7 +193,7 @@ def test_a_compile_error_of_the_back_end_raises_with_a_dump(
     text = dump.read_text()
     assert "failed at stage: cpp back end" in text and "planted" in text
     # the last stage that ran, plan-memory, is the program the back end got
-    assert "stage 9: plan-memory" in text and "kernel @" in text
+    assert "stage 10: plan-memory" in text and "kernel @" in text
 
 
 def test_a_converter_that_crashes_raises_instead_of_falling_back(

@@ -128,7 +128,11 @@ def test_random_tensor_programs_match_eager(data: st.DataObject) -> None:
     their eager PyTorch results, lowered one op per node so that fuse has the most to do."""
     p = random_program(S.HypothesisChooser(data.draw), num_ops=data.draw(st.integers(1, 10)))
     inline = data.draw(st.sampled_from(["inline", "inline{disable}"]))
-    options = data.draw(st.sampled_from(["", "{aggressive}", "{horizontal=false}", "{max-size=3}"]))
+    options = data.draw(
+        st.sampled_from(
+            ["", "{aggressive}", "{horizontal=false}", "{max-size=3}", "{small-kernels=4096}"]
+        )
+    )
     m = round_trip(run(p.text, f"decompose,lower,{inline},deps,dce,fuse{options},plan-memory"))
     assert_same(run_graph(m.funcs[0], p.inputs, kernels="tiled"), p.expected, p.text)
     assert plan_problems(m.funcs[0]) == []
@@ -137,7 +141,16 @@ def test_random_tensor_programs_match_eager(data: st.DataObject) -> None:
 @settings(max_examples=S.examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 2**31 - 1),
-    st.sampled_from(["", "{aggressive}", "{vertical-only}", "{max-size=2}", "{rounds=1}"]),
+    st.sampled_from(
+        [
+            "",
+            "{aggressive}",
+            "{vertical-only}",
+            "{max-size=2}",
+            "{rounds=1}",
+            "{small-kernels=4096}",
+        ]
+    ),
 )
 def test_random_loop_programs_keep_their_results(seed: int, options: str) -> None:
     """Random loop-level programs built to tempt fusion into mistakes: transposed, reversed,
@@ -367,6 +380,44 @@ func @f(%x: f32[64], %y: f32[64]) -> (f32[64], f32[64]) {
 """
     assert not run(text, "fuse").funcs[0].kernels
     assert len(run(text, "fuse{aggressive}").funcs[0].kernels) == 1
+
+
+def _column_sums(n: int, rows: int, cols: int) -> str:
+    """``n`` column sums of separate inputs: reductions of one space that share nothing."""
+    args = ", ".join(f"%x{k}: f32[{rows}, {cols}]" for k in range(n))
+    results = ", ".join(f"f32[{cols}]" for _ in range(n))
+    body = "".join(
+        f"  %s{k} = reduction sum : f32[{cols}] over (i0 < {cols}; r0 < {rows}) {{\n"
+        f"    %0 = load %x{k}[{cols}*r0 + i0]\n    yield %0\n  }}\n"
+        for k in range(n)
+    )
+    outs = ", ".join(f"%s{k}" for k in range(n))
+    return f"func @f({args}) -> ({results}) {{\n{body}  return {outs}\n}}\n"
+
+
+def test_small_kernels_joins_launch_bound_nodes_of_one_space() -> None:
+    # three column sums of 8 x 768 (a split sum's finals): one kernel with small-kernels
+    # (6,144 elements each), three without it or past its limit
+    text = _column_sums(3, 8, 768)
+    assert not run(text, "fuse").funcs[0].kernels
+    (k,) = run(text, "fuse{small-kernels=6144}").funcs[0].kernels
+    assert len(k.nodes) == 3
+    assert not run(text, "fuse{small-kernels=6143}").funcs[0].kernels
+    # differing spaces never join
+    other = _column_sums(2, 8, 768).replace("f32[8, 768]) ->", "f32[16, 768]) ->", 1)
+    other = other.replace(
+        "(i0 < 768; r0 < 8) {\n    %0 = load %x1", "(i0 < 768; r0 < 16) {\n    %0 = load %x1"
+    )
+    assert not run(other, "fuse{small-kernels=65536}").funcs[0].kernels
+
+
+def test_small_kernels_groups_stay_small() -> None:
+    # twenty finals of one space: nearest first, at most SMALL_KERNEL_MEMBERS nodes a kernel
+    from fir.passes.fusion.rules import SMALL_KERNEL_MEMBERS
+
+    g = run(_column_sums(20, 8, 64), "fuse{small-kernels=65536}").funcs[0]
+    sizes = sorted(len(k.nodes) for k in g.kernels)
+    assert sizes and max(sizes) <= SMALL_KERNEL_MEMBERS and sum(sizes) == 20, sizes
 
 
 def test_fuse_is_idempotent_on_examples() -> None:

@@ -29,7 +29,7 @@ MIXED = """func @g(%x: f32[8]) -> (f32[8]) {
 }
 """
 
-LOOP_PASSES = ["fuse", "inline", "reorder", "split-reductions"]
+LOOP_PASSES = ["fuse", "inline", "reorder", "split-reductions", "unroll-reductions"]
 
 
 def test_input_levels() -> None:
