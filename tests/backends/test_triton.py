@@ -314,6 +314,10 @@ def test_the_finals_of_independent_split_sums_run_as_one_kernel() -> None:
     kernels = list(p.plan.kernels())  # type: ignore[attr-defined]
     finals = [k for k in kernels if not any(m.endswith(".part") for m in k.members)]
     assert len(finals) == 1 and len(finals[0].members) == 3, [k.members for k in kernels]
+    # three sums of 4 rows in one kernel: a block of all the rows and the 64 outputs, in 4
+    # warps (one sum alone: 1), so that a thread holds one sum's share of each
+    cfg = block_schedule(finals[0])
+    assert (cfg.XBLOCK, cfg.RBLOCK, cfg.num_warps, cfg.columns) == (64, 4, 4, True), cfg.text()
 
 
 def _batched_norm_weight_grad(batch: int, tokens: int, cols: int) -> str:
