@@ -141,7 +141,11 @@ def test_random_tensor_programs(m: Module) -> None:
     torch.manual_seed(1)
     got = compile_plan(after)(*inputs)
     for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3, equal_nan=True)
+        # a bf16/f16 result may differ by one unit in the last place: the compiled exp and
+        # the interpreter's round differently in f32 before the cast (a bf16 softmax over 2
+        # elements differed in 29 of 200 random inputs, unfused too: CI drew one)
+        tol = 2**-7 if b.dtype in (torch.bfloat16, torch.float16) else 1e-3
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol, equal_nan=True)
 
 
 def _random_dropout(n: TensorOp) -> bool:
