@@ -36,6 +36,7 @@ How it measures (docs/benchmarks/models.md repeats it):
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -136,6 +137,10 @@ class Bench:
     def interleaved(self, cols: list[Column]) -> None:
         for c in cols:  # warm
             c.step()
+        # the compiles just made leave Python's collector a full (oldest-generation) collection
+        # due: on an H200's host it took 0.7-0.9 s with about a million objects alive, and it
+        # fell into the first timed round of whichever column ran next. Collect it here.
+        gc.collect()
         for _ in range(self.rounds):
             for c in cols:
                 c.times.append(self.steps(c.step))

@@ -12,7 +12,8 @@ name: in training the forward alone is profiled too, and the backward's kernels 
 less the forward's (:func:`split_phases`; the loss and its gradient, eager's kernels, count in
 the backward's), each phase's table with its own program's members. A training step is the
 forward and backward of ``out.float().square().mean()``, as in ``bench_models.py --mode
-train``. Needs a GPU
+train``. ``--sequence`` prints each compiler's kernels of one step in launch order instead
+(aligned, so that a kernel stands beside the one that does the same work in the other). Needs a GPU
 and ``transformers``; prints tables (``docs/benchmarks/models.md`` quotes them where a note
 relies on them: the tenth session's training figures).
 """
@@ -91,11 +92,113 @@ def kernel_times(step: Callable[[], Any]) -> dict[str, tuple[float, float]]:
     return {n: (c / STEPS, us / STEPS) for n, (c, us) in out.items()}
 
 
+def kernel_sequence(step: Callable[[], Any]) -> list[tuple[str, float]]:
+    """The kernels of one step in the order they ran, each with its median time (us) over
+    STEPS profiled steps, position by position (a step launches the same kernels each time)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(STEPS):
+            step()
+        torch.cuda.synchronize()
+    events = sorted(
+        (e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+        key=lambda e: e.time_range.start,
+    )
+    n = len(events) // STEPS
+    out = []
+    for k in range(n):
+        times = sorted(
+            events[k + s * n].time_range.end - events[k + s * n].time_range.start
+            for s in range(STEPS)
+        )
+        out.append((events[k].name, times[STEPS // 2]))
+    return out
+
+
+def _token(name: str) -> str:
+    """What two kernels must share to be set side by side: the kind of a generated or ATen
+    kernel, a library kernel's own name without its epilogue (``bias_``: Inductor's GEMMs
+    carry the bias that FIR adds in a generated kernel)."""
+    kind = kind_of(name)
+    return name.replace("bias_", "") if kind in ("gemm", "attention") else kind
+
+
+def aligned(
+    ind: list[tuple[str, float]], fir: list[tuple[str, float]]
+) -> list[tuple[tuple[str, float] | None, tuple[str, float] | None]]:
+    """The two sequences of a step's kernels aligned: the library kernels (GEMMs, attention)
+    first, with ``difflib`` on their names less the epilogue (:func:`_token`), then between two
+    aligned library kernels the others in launch order, each beside the first of the other
+    side's of its kind (BERT's attention softmax follows the same f32 GEMM in both; FIR
+    launches the value projection before it, Inductor after). A kernel with no counterpart
+    stands beside None."""
+    import difflib
+
+    def library(seq: list[tuple[str, float]]) -> list[int]:
+        return [k for k, (n, _) in enumerate(seq) if kind_of(n) in ("gemm", "attention")]
+
+    la, lb = library(ind), library(fir)
+    matcher = difflib.SequenceMatcher(
+        None, [_token(ind[k][0]) for k in la], [_token(fir[k][0]) for k in lb], autojunk=False
+    )
+    anchors = [
+        (la[m.a + t], lb[m.b + t]) for m in matcher.get_matching_blocks() for t in range(m.size)
+    ]
+    out: list[tuple[tuple[str, float] | None, tuple[str, float] | None]] = []
+    i0 = j0 = 0
+    for i1, j1 in [*anchors, (len(ind), len(fir))]:
+        left = list(range(i0, i1))
+        for j in range(j0, j1):
+            token = _token(fir[j][0])
+            k = next((i for i in left if _token(ind[i][0]) == token), None)
+            if k is None:
+                out.append((None, fir[j]))
+                continue
+            while left[0] != k:
+                out.append((ind[left.pop(0)], None))
+            out.append((ind[left.pop(0)], fir[j]))
+        out.extend((ind[i], None) for i in left)
+        if i1 < len(ind) and j1 < len(fir):
+            out.append((ind[i1], fir[j1]))
+        i0, j0 = i1 + 1, j1 + 1
+    return out
+
+
+def sequences(name: str, mode: str) -> None:
+    """Both compilers' kernels of one step in launch order, aligned (:func:`aligned`) so that
+    a kernel stands beside the one doing the same work (BERT's attention softmax beside
+    Inductor's: both follow the same f32 GEMM)."""
+    seqs = {}
+    for label, step in steppers(name, mode).items():
+        if label.endswith("forward"):
+            continue
+        for _ in range(3):
+            step()
+        seqs[label] = kernel_sequence(step)
+    ind, fir = seqs["Inductor"], seqs["FIR"]
+    print(f"\n## {name} ({mode}): {len(ind)} kernels a step in Inductor, {len(fir)} in FIR")
+    print(
+        f"device us a step: Inductor {sum(t for _, t in ind):.1f}, FIR {sum(t for _, t in fir):.1f}"
+    )
+    print("| Inductor | us | FIR | us | FIR / Inductor |\n|---|---|---|---|---|")
+    for left, right in aligned(ind, fir):
+        cells = [f"`{k[0][:60]}` | {k[1]:.1f}" if k else "– | –" for k in (left, right)]
+        ratio = f"{right[1] / left[1]:.2f}" if left and right and left[1] > 0 else "–"
+        print(f"| {cells[0]} | {cells[1]} | {ratio} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("infer", "train"))
     ap.add_argument("models", nargs="+")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument(
+        "--sequence",
+        action="store_true",
+        help="print each compiler's kernels of one step in launch order instead",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -103,7 +206,10 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("device_time_by_kind.py needs a GPU")
     for name in args.models:
-        report(name, args.mode, args.top)
+        if args.sequence:
+            sequences(name, args.mode)
+        else:
+            report(name, args.mode, args.top)
 
 
 def steppers(name: str, mode: str) -> dict[str, Callable[[], Any]]:

@@ -32,12 +32,14 @@ _PIPELINES: dict[str, str] = {
     "lowering": "decompose,lower,inline,deps,dce,plan-memory",
     "fusion": "decompose,cse,lower,unroll-reductions,inline,deps,dce,fuse,reorder,plan-memory",
     # the Triton back end's: large matmuls padded to aligned sizes for the GPU's matmul
-    # library, reductions with few outputs split across programs. (fuse{small-kernels} is not
-    # in it: it took GPT-2's training step from 522 to 449 launches but its kernels' time up
-    # by 0.24 ms on an H200, docs/passes/fuse.md)
+    # library, reductions with few outputs split across programs, and launch-bound kernels of
+    # one small iteration space joined (fuse{small-kernels}: at most 65536 elements, about
+    # 2-3 us a kernel on an H200, most of it launch and tail; on an H200 it took the training
+    # steps of GPT-2, Llama, BERT and T5 from 522/411/709/286 launches to 449/399/627/277 and
+    # their device time down by 0.01-0.07 ms, docs/passes/fuse.md)
     "cuda": (
         "decompose,pad-matmul,cse,lower,unroll-reductions,inline,split-reductions,deps,dce,"
-        "fuse,reorder,plan-memory"
+        "fuse{small-kernels=65536},reorder,plan-memory"
     ),
 }
 

@@ -135,7 +135,13 @@ from fir.backends.triton.render import jit_name, render_program
 from fir.ir.parser import parse_module
 from fir.passes.pipeline import parse_pipeline
 
-module = parse_pipeline("cuda").run(parse_module(sys.stdin.read(), "<test>"))
+# the cuda pipeline without fuse{small-kernels}, which would join these small layers into
+# one kernel: each layer stays a kernel of its own, so equal layers can share a binary
+PIPELINE = (
+    "decompose,pad-matmul,cse,lower,unroll-reductions,inline,split-reductions,deps,dce,"
+    "fuse,reorder,plan-memory"
+)
+module = parse_pipeline(PIPELINE).run(parse_module(sys.stdin.read(), "<test>"))
 (plan,) = plan_module(module)
 source, configs = render_program(plan)
 generated = load_module(module_path(source))
