@@ -533,7 +533,17 @@ class _Writer(ins.InstrWalker):
             x=self.welford.get(a, ""),
             **dict(zip(("mean", "m2", "n") if kind == "welford" else ("out",), dsts)),
         )
-        for line in _RESULT["welford row" if a in self.welford else kind]:
+        table = kind
+        if a in self.welford:
+            table = "welford row"
+            count = self.plan.rnumel
+            if isinstance(count, int) and not isinstance(count, bool):
+                # a static row: every output's count is its length, a literal rather than a
+                # block reduction of ones (one fewer cross-warp reduction: a layer norm's
+                # rows are one wave of programs, so each reduction is latency in the kernel)
+                table = "welford static row"
+                fields["count"] = repr(float(count))
+        for line in _RESULT[table]:
             self.emit(line.format_map(fields))
         for d, dt in zip(dsts, i.dtypes):
             want = compute_type(dt)
@@ -587,6 +597,14 @@ _RESULT: dict[str, tuple[str, ...]] = {
     "welford row": (
         "{n} = tl.sum(tl.where({m}, 1.0, 0.0).to({t}), {r}, keep_dims=True)",
         "{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {r}, keep_dims=True), tl.maximum({n}, 1.0))",
+        "{dev} = tl.where({m}, {x} - {mean}, 0.0)",
+        "{m2} = tl.sum({dev} * {dev}, {r}, keep_dims=True)",
+    ),
+    # the same where the row's length ``{count}`` is static: each output's count is it (rows
+    # past the last output, whose lanes are all masked, have no output to hold a count)
+    "welford static row": (
+        "{mean} = fir_fdiv(tl.sum(tl.where({m}, {x}, 0.0), {r}, keep_dims=True), {count})",
+        "{n} = (tl.zeros_like({mean}) + {count}).to({t})",
         "{dev} = tl.where({m}, {x} - {mean}, 0.0)",
         "{m2} = tl.sum({dev} * {dev}, {r}, keep_dims=True)",
     ),

@@ -229,12 +229,16 @@ def _safe_softmax(em: Emitter, x: Any, dim: int, dtype: Any = None) -> Value:
     x = em.cast(_tensor(x), out.dtype)
     sm = _auto(em, "softmax", [x], {"dim": dim})
     d = dim % max(x.type.rank, 1)
-    masked = _auto(
-        em,
-        "all",
-        [_auto(em, "eq", [x, Literal(float("-inf"))])],
-        {"dims": [d] if x.type.rank else None, "keepdim": True},
-    )
+    ninf = Literal(float("-inf"))
+    if x.type.rank:
+        # a row is all -inf exactly where its max is -inf (a NaN is neither: max keeps it).
+        # The softmax's own max is this one (cse merges the two where the softmax computes
+        # in x's dtype), so an attention softmax with a mask makes two row reductions, not
+        # three: one cross-warp reduction less in its kernel (BERT's, f32 rows of 256)
+        top = _auto(em, "max", [x], {"dims": [d], "keepdim": True})
+        masked = _auto(em, "eq", [top, ninf])
+    else:
+        masked = _auto(em, "all", [_auto(em, "eq", [x, ninf])], {"dims": None, "keepdim": True})
     return em.op("where", [masked, Literal(0.0), sm], out)
 
 

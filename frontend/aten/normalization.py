@@ -105,8 +105,12 @@ def _native_layer_norm(
         wide = em.cast(x, stat.dtype)
         assert isinstance(wide, Value)
         x = wide
-    mean = em.op("mean", [x], stat, {"dims": dims, "keepdim": True}, hint="mean")
-    var = em.op("var", [x], stat, {"dims": dims, "keepdim": True, "correction": 0}, hint="var")
+    # one welford pass for both (cse merges it with the layer_norm's own): the saved mean is
+    # the one the output was normalized with, as ATen's kernel saves it, and no separate sum
+    # (BERT's training forward had a third row reduction in each layer norm's kernel for it)
+    var, mean = em.op(
+        "var_mean", [x], [stat, stat], {"dims": dims, "keepdim": True, "correction": 0}, hint="var"
+    )
     e = em.op("add", [var, Literal(float(eps))], stat, hint="veps")
     rstd = em.op("rsqrt", [e], em.out_type(2), hint="rstd")
     return [out, mean, rstd]

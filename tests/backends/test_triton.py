@@ -236,6 +236,23 @@ func @softmax(%x: f32[16, 1000]) -> (f32[16, 1000]) {
     assert source.count("ld.exp(") == 1
 
 
+def test_a_persistent_welford_over_a_static_row_counts_without_a_reduction() -> None:
+    """A layer norm's statistics over rows of 300 in blocks of 512: the count of each row is
+    its length, a literal, not a block reduction of ones (which had cost one more cross-warp
+    reduction: 5 barriers against 3 in the sm_90 PTX of BERT's layer norm). The results, the
+    count included, are the interpreter's, on rows past the last one too (17 rows)."""
+    text = """
+func @stats(%x: f32[17, 300]) -> (f32[17], f32[17], f32[17]) {
+  %m, %m2, %n = welford %x {dims = [1]} : f32[17], f32[17], f32[17]
+  return %m, %m2, %n
+}"""
+    (p,) = check(text, rtol=1e-5, atol=1e-5, pipeline="lowering")
+    source = p.kernels.source
+    assert configs(p) == [c for c in configs(p) if "persistent" in c]
+    assert "1.0, 0.0" not in source  # no sum of ones
+    assert "300.0" in source
+
+
 def test_transposed_add_runs_in_tiles() -> None:
     text = """
 func @f(%x: f32[200, 136], %y: f32[136, 200]) -> (f32[200, 136]) {

@@ -18,6 +18,7 @@ from fir.frontend import dynamo as fir_backend  # noqa: E402
 from fir.ir.interpreter import run_graph  # noqa: E402
 from fir.ir.parser import parse_module  # noqa: E402
 from fir.ir.printer import print_module  # noqa: E402
+from fir.passes.pipeline import parse_pipeline  # noqa: E402
 from fir.tools import fir_import, fir_opt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,6 +224,59 @@ def test_fused_rms_norm_is_imported_not_called(dtype: torch.dtype) -> None:
         for got, expected in zip(compiled(x, r, w), want):
             assert got.dtype == expected.dtype
             torch.testing.assert_close(got, expected, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_safe_softmax_tells_masked_rows_by_the_softmax_max(dtype: torch.dtype) -> None:
+    """``aten._safe_softmax`` (an attention softmax with a mask): a row of -inf only is one
+    whose max is -inf, so the import reads the max (which cse merges with the softmax's own,
+    in f32) where it had reduced ``all(x == -inf)``: two row reductions in the kernel, not
+    three. Rows of -inf give 0, a NaN stays NaN, as eager."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    def f(x: torch.Tensor) -> Any:
+        return (torch.ops.aten._safe_softmax.default(x, -1),)
+
+    x = torch.randn(3, 4, 8, dtype=dtype)
+    x[0, 1] = float("-inf")
+    x[1, 2, 3] = float("-inf")
+    x[2, 0, 5] = float("nan")
+    gm = torch.fx.symbolic_trace(f)
+    FakeTensorProp(gm).propagate(x)
+    compiled = fir_backend.compile_graph_module(gm, [x], fir_backend.CompileOptions())
+    imported = compiled.stages[0][1]
+    assert " all " not in imported and " max " in imported
+    (got,) = compiled(x)
+    (want,) = f(x)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert (got[0, 1] == 0).all() and got[2, 0].isnan().all()
+    if dtype == torch.float32:
+        (g,) = parse_pipeline("decompose,cse").run(parse_module(imported)).funcs
+        assert sum(1 for n in g.nodes if getattr(n, "op", None) == "max") == 1
+
+
+def test_native_layer_norm_statistics_come_from_the_norms_one_pass() -> None:
+    """A training forward's ``native_layer_norm`` returns the mean and rstd it normalized with:
+    imported as one ``var_mean`` that cse merges with the layer norm's own welford, so the
+    kernel makes one row reduction (it had made a separate sum for the mean: a third cross-warp
+    reduction in each of BERT's layer norms)."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> Any:
+        y, mean, rstd = torch.ops.aten.native_layer_norm.default(x, [96], w, b, 1e-12)
+        return y, mean, rstd
+
+    x, w, b = torch.randn(12, 96), torch.randn(96), torch.randn(96)
+    gm = torch.fx.symbolic_trace(f)
+    FakeTensorProp(gm).propagate(x, w, b)
+    compiled = fir_backend.compile_graph_module(gm, [x, w, b], fir_backend.CompileOptions())
+    for got, want in zip(compiled(x, w, b), f(x, w, b)):
+        torch.testing.assert_close(got, want)
+    imported = compiled.stages[0][1]
+    merged = print_module(parse_pipeline("decompose,cse").run(parse_module(imported)))
+    assert " mean " not in imported and merged.count(" = welford ") == 1
+    fused = print_module(parse_pipeline("fusion").run(parse_module(imported)))
+    assert fused.count(" = reduction ") == 1
 
 
 def test_mutation_of_an_input_gives_the_eager_result() -> None:
