@@ -5,8 +5,10 @@ rewritten. Nothing here asserts on time. Needs ``transformers`` (the ``test`` ex
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +56,26 @@ def test_a_mode_replaces_only_its_own_section(tmp_path: Path) -> None:
     assert "gpu table two" in text and "gpu table one" not in text
     assert "train table" in text and text.endswith("where the time goes\n")
     assert text.index("<!-- mode:gpu -->") < text.index("<!-- mode:train -->")
+
+
+def test_host_times_are_sampled_in_the_interleaved_rounds() -> None:
+    """Each column's host time is the median of samples taken in every round beside the other
+    columns' (a host's noise falls on all alike), not of samples taken after the rounds one
+    column at a time."""
+    calls: list[str] = []
+
+    def step_of(name: str) -> Any:
+        return lambda: calls.append(name)
+
+    bench = bench_models.Bench(device="cpu", rounds=3, calls=2, profile=False)
+    cols = [bench_models.Column("A", step_of("A")), bench_models.Column("B", step_of("B"))]
+    bench.interleaved(cols)
+    per_round = 2 + bench_models.HOST_SAMPLES  # the timed steps, then the host samples
+    warm = 2  # one warm-up call of each column
+    rounds = [calls[warm + k * per_round : warm + (k + 1) * per_round] for k in range(6)]
+    assert rounds == [[c] * per_round for c in "ABABAB"]
+    for c in cols:
+        assert len(c.host_times) == 3 * bench_models.HOST_SAMPLES
+        bench.profiled(c)
+        assert c.host == statistics.median(c.host_times)
+    assert len(calls) == warm + 6 * per_round  # profiled took no samples of its own
