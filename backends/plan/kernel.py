@@ -55,6 +55,7 @@ from .instructions import (
     Store,
     instr_str,
 )
+from .masked_index import refine as refine_masked
 
 _Key = tuple[Any, ...]  # what a value computes: its op and the keys of its operands, its dtype
 
@@ -612,6 +613,8 @@ class _Builder:
         self.reads.setdefault(buf.name, buf)
         if mask is not None:
             self._used_outside_ops(mask)
+            defs = {d: i for i in self.instrs if isinstance(d := getattr(i, "dst", None), str)}
+            e = refine_masked(e, mask, defs, self.loops)
         key: _Key = (
             "load",
             buf.name,
