@@ -52,7 +52,8 @@ def refine(index: Any, mask: str, defs: Mapping[str, Instr], loops: Sequence[KLo
         hi = ranges[v] if hi is None else _least(hi, ranges[v])
         if isinstance(hi, int) and hi - lo <= 0:
             return index  # no element reads here: leave it as it is
-        w = sympy.Dummy(f"{v.name}_in", integer=True, nonnegative=True)
+        # a named symbol, not a Dummy: the same load simplifies once (simplify_index's cache)
+        w = sympy.Symbol(f"{v.name}__masked", integer=True, nonnegative=True)
         shifted = shifted.xreplace({v: w + lo})
         fresh[w] = v - lo
         del narrowed[v]
