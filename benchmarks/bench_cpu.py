@@ -286,7 +286,10 @@ the generated code (`fir-translate --target cpp`):
   Inductor's time. The kernel alone (`benchmarks/transpose_tiles.py`, min of 30, 1 / 2 threads): Zen 4,
   gathers in 32 x 32 tiles 17 / 26 ms, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64
   10 / 14 (a machine shared with other work); 16-core Xeon, gathers 7.0 / 4.0, turned 64 x 64
-  7.2 / 3.2. Turned tiles are 64 a side (`schedule.TURNED_SIDE`), 128 for 2-byte elements
+  7.2 / 3.2; a 2-core Xeon (family 6 model 167), on 2 threads: gathers 4.02, turned 16 x 16
+  4.02, 32 x 32 3.94, 64 x 64 4.58, 128 x 128 3.64 (1 thread: 64 x 64 10.88, 128 x 128 9.48).
+  The side that is best on the Zen 4 is the worst on that Xeon: no one side has been best on
+  all three CPUs. Turned tiles are 64 a side (`schedule.TURNED_SIDE`), 128 for 2-byte elements
   (`benchmarks/transpose_dtypes.py`); 8-byte elements keep the gathers, of 256-bit vectors
   (8-lane gathers measured faster than 16-lane ones).
 - **f16 output**: converting in the loop cost ~12 integer instructions per element; converting
@@ -309,8 +312,8 @@ SLOWER_BECAUSE = {
     ),
     "transpose_add": (
         "FIR reads the transposed input from a turned copy of each 64 x 64 tile, as Inductor "
-        "transposes its 16 x 16 tiles in registers; the gap left is in the tile walk, not "
-        "explained yet (see Transposed reads below)"
+        "transposes its 16 x 16 tiles in registers; the side of the tiles that is fastest "
+        "differs between CPUs (see Transposed reads below)"
     ),
     "cross_entropy": (
         "FIR runs two kernels (the row logsumexp and gather, then the mean of 1,024 losses) "
