@@ -8,7 +8,7 @@ division or a modulo that holds the piece's offset folds away. With a symbolic s
 divisions by the size at every element: a dynamic Llama's rotary embedding read its rotated
 half at ``128*floordiv(64*s*x1 + 64*x0 + x2, 64*s) + mod(x2, 64) + 2048*mod(x0 +
 floordiv(x2, 64), s) + 64``, which is ``2048*x0 + 128*x1 + x2 + 64`` where ``x2 < 64``: 0.79 ms
-a layer against 0.13 for the static graph on a 2-core Zen 4 at 256 tokens.
+a layer against 0.13 for the static graph on a 2-core Xeon at 256 tokens.
 """
 
 from __future__ import annotations
