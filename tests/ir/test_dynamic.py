@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sympy
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -151,3 +152,42 @@ def test_a_flattened_row_read_through_a_symbolic_view_is_affine() -> None:
                 want = (3072 * v0 + v1) % (3072 * sv)
                 got = simplify_index(Modulo(3072 * x0 + x1, 3072 * s), loops)
                 assert int(got.subs(at).replace(Modulo, lambda a, d: a % d)) == want
+
+
+def test_a_dynamic_rotary_reads_its_rotated_half_without_dividing_by_the_length() -> None:
+    """Llama's rotary embedding over a symbolic length: the rotated half (a cat of the two
+    halves of the head dimension, read under ``x < 64`` and ``x >= 64``) is read at an affine
+    index, with no floor division or modulo by the sequence length at every element
+    (backends/plan/masked_index.py), and the results are eager's at every length."""
+
+    def rotary(x: Any, w: Any, cos: Any, sin: Any) -> Any:
+        q = (x @ w).view(1, x.shape[0], 4, 16).transpose(1, 2)  # [1, heads, length, 16]
+        rotated = torch.cat((-q[..., 8:], q[..., :8]), dim=-1)
+        return q * cos + rotated * sin
+
+    torch._dynamo.reset()
+    compiled = torch.compile(rotary, backend="fir")
+    start = len(COMPILED)
+    for n in LENGTHS:  # the length symbolic, the heads and head dimension static (as Llama's)
+        torch.manual_seed(n)
+        x, w = torch.randn(n, 64), torch.randn(64, 64)
+        cos, sin = torch.randn(n, 16), torch.randn(n, 16)
+        for t in (x, cos, sin):
+            torch._dynamo.mark_dynamic(t, 0)
+        torch.testing.assert_close(compiled(x, w, cos, sin), rotary(x, w, cos, sin))
+    programs = [c.program for c in COMPILED[start:] if c.program is not None]
+    assert len(programs) == 1
+    from fir.backends.plan.instructions import Load
+
+    masked = [
+        i
+        for k in programs[0].plan.kernels()
+        for i in k.instrs
+        if isinstance(i, Load) and i.mask is not None
+    ]
+    assert masked
+    for i in masked:
+        divisions = [
+            e for e in sympy.preorder_traversal(i.index) if isinstance(e, (FloorDiv, Modulo))
+        ]
+        assert not any(e.args[1].free_symbols for e in divisions), i.index
