@@ -289,9 +289,11 @@ the generated code (`fir-translate --target cpp`):
   7.2 / 3.2; a 2-core Xeon (family 6 model 167), on 2 threads: gathers 4.02, turned 16 x 16
   4.02, 32 x 32 3.94, 64 x 64 4.58, 128 x 128 3.64 (1 thread: 64 x 64 10.88, 128 x 128 9.48).
   The side that is best on the Zen 4 is the worst on that Xeon: no one side has been best on
-  all three CPUs. Turned tiles are 64 a side (`schedule.TURNED_SIDE`), 128 for 2-byte elements
-  (`benchmarks/transpose_dtypes.py`); 8-byte elements keep the gathers, of 256-bit vectors
-  (8-lane gathers measured faster than 16-lane ones).
+  all three CPUs, so the side is measured once per machine (`backends/cpu_tuning.py`: 32, 64 or
+  128, cached; 64 unless another is 5% faster; `FIR_TURNED_SIDE` sets it). 2-byte elements
+  turn in tiles of the same bytes a row, at most 128 a side (`benchmarks/transpose_dtypes.py`);
+  8-byte elements keep the gathers, of 256-bit vectors (8-lane gathers measured faster than
+  16-lane ones); turned tiles keep 512-bit vectors.
 - **f16 output**: converting in the loop cost ~12 integer instructions per element; converting
   16 values per F16C instruction after a vectorised block took `pointwise_chain` from 1.56 ms to
   0.88 ms of kernel time.
@@ -311,9 +313,10 @@ SLOWER_BECAUSE = {
         "the input, allocates and calls the kernel through ctypes (4.4 us measured alone)"
     ),
     "transpose_add": (
-        "FIR reads the transposed input from a turned copy of each 64 x 64 tile, as Inductor "
-        "transposes its 16 x 16 tiles in registers; the side of the tiles that is fastest "
-        "differs between CPUs (see Transposed reads below)"
+        "FIR reads the transposed input from a turned copy of each tile (of the side measured "
+        "on this machine, named above the tables), as Inductor transposes its 16 x 16 tiles "
+        "in registers; the side of the tiles that is fastest differs between CPUs (see "
+        "Transposed reads below)"
     ),
     "cross_entropy": (
         "FIR runs two kernels (the row logsumexp and gather, then the mean of 1,024 losses) "
@@ -430,9 +433,12 @@ def main() -> None:
     print(text)
     if args.quick or args.only or args.no_cold:
         return
+    from fir.backends.cpu_tuning import turned_side
+
     machine = (
         f"{platform.machine()} ({cpu_model()}), {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, turned tiles of "
+        f"{turned_side()} a side (measured on this machine)"
     )
     args.out.write_text(
         "# CPU: FIR's C++ back end against eager PyTorch and Inductor\n\n"

@@ -74,18 +74,20 @@ def _plan_text(g: object) -> str:
     """A function's plan, then each kernel's schedule: one line per kernel and back end, each
     scheduled from the plan that back end renders (the LLVM back end keeps no scratch row in a
     column reduction; Triton keeps them only in a persistent reduction): the scalar loop-nest
-    family's (C++, LLVM), then the block family's (Triton)."""
+    family's (C++, LLVM, with this machine's measured choices, as they render), then the
+    block family's (Triton)."""
+    from fir.backends.cpu_tuning import CPP_TUNED, LLVM_TUNED
     from fir.backends.plan import plan_program
     from fir.backends.plan.block_schedule import schedule_lines
-    from fir.backends.plan.schedule import CPP, LLVM, schedule
+    from fir.backends.plan.schedule import schedule
     from fir.backends.registry import backend_named
 
     plan = plan_program(g)  # type: ignore[arg-type]
     llvm = {k.name: k for k in backend_named("llvm").plan(g).kernels()}  # type: ignore[arg-type]
     lines = []
     for k in plan.kernels():
-        lines.append(schedule(k, CPP).text())
-        lines.append(schedule(llvm[k.name], LLVM).text())
+        lines.append(schedule(k, CPP_TUNED).text())
+        lines.append(schedule(llvm[k.name], LLVM_TUNED).text())
     lines += schedule_lines(g)  # the block family's (Triton's), from the plan it renders
     return plan.text() + ("\n" + "\n".join(lines) + "\n" if lines else "")
 

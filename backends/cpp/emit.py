@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from fir.backends.cpu_tuning import CPP_TUNED
 from fir.backends.plan import (
     DIVISION_BY_ZERO,  # an int division by zero's error, every back end's
     op_forms,
@@ -20,7 +21,7 @@ from fir.backends.plan.kernel import KernelPlan
 from fir.backends.plan.loop_nest import NestWalker
 from fir.backends.plan.loop_tree import defines
 from fir.backends.plan.lowering import defined
-from fir.backends.plan.schedule import CPP, can_fail, int_values, schedule
+from fir.backends.plan.schedule import can_fail, int_values, schedule
 from fir.ir.accumulators import state
 from fir.ir.dtypes import DType
 from fir.ir.graph import Literal
@@ -108,6 +109,9 @@ class Emitter(NestWalker):
         self.f16_in: dict[str, str] = {}  # load's value -> array
         self.f16_out: dict[ins.Store, str] = {}
         self.in_tiles = False  # the kernel runs in square tiles (KernelWriter.on_run)
+        # a loop of those tiles gathers (a transposed load read in place, not turned): the
+        # kernel prefers 256-bit vectors (the prelude's FIR_TILED)
+        self.tile_gathers = False
         self.turned: dict[str, str] = {}  # a load -> its element of a turned tile (.turn)
         # a turned load -> its tile's element at another inner index (an f16 block's first)
         self.turned_at: dict[str, Callable[[str], str]] = {}
@@ -116,7 +120,9 @@ class Emitter(NestWalker):
         self._name_everything()
         self.int_values = int_values(plan)  # an integer division by them may fail
         self.fails = any(can_fail(i, self.int_values) for i in plan.instrs)
-        self.schedule = schedule(plan, CPP)  # how the loops run: the renderer decides none of it
+        # how the loops run (the renderer decides none of it), with this machine's measured
+        # choices
+        self.schedule = schedule(plan, CPP_TUNED)
 
     def _name_everything(self) -> None:
         add = self.names.add

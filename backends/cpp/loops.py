@@ -42,7 +42,14 @@ from collections.abc import Sequence
 from fir.backends.plan.instructions import AccInit, Instr, Load, Store
 from fir.backends.plan.loop_nest import Columns, Lanes, Node, Run, Span, Turn, loop_nest
 from fir.backends.plan.loop_tree import Item, Loop, hoist, positive, uses, walk
-from fir.backends.plan.schedule import COLUMN_BLOCK, GRAIN, MAX_THREADS, f16_blocks, vectorises
+from fir.backends.plan.schedule import (
+    COLUMN_BLOCK,
+    GRAIN,
+    MAX_THREADS,
+    f16_blocks,
+    gathers,
+    vectorises,
+)
 from fir.ir.types import Dim
 
 from .emit import Acc, Emitter
@@ -157,6 +164,8 @@ class KernelWriter(Emitter):
         stop = stop or self.index(lp.size)
         simd = self.simd_ok(rest, lp.var)
         turned = tuple(self.turned)
+        if self.in_tiles and gathers(rest, lp.var, turned):
+            self.tile_gathers = True
         blocked = self.schedule.f16_blocked(rest, lp.var, lp.size, turned) if simd else None
         if blocked is None:
             self.parallel(parallel, simd)

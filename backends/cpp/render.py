@@ -81,7 +81,7 @@ def render_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> st
         space += f"; {dim_str(plan.rnumel)}"
     head = [
         f"// kernel {plan.name} over ({space}): {members}",
-        f'extern "C" {"FIR_TILED " if w.in_tiles else ""}int64_t {kernel_symbol(plan.name)}('
+        f'extern "C" {"FIR_TILED " if w.tile_gathers else ""}int64_t {kernel_symbol(plan.name)}('
         "void* const* args, const int64_t* sizes, "
         "int64_t* error_value) {",
     ]

@@ -35,6 +35,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 import sympy
+from fir.backends.cpu_tuning import LLVM_TUNED
 from fir.backends.plan import KernelPlan, op_forms
 from fir.backends.plan import instructions as ins
 from fir.backends.plan.index_text import nonnegative
@@ -44,7 +45,6 @@ from fir.backends.plan.lowering import defined, lower, lower_steps
 from fir.backends.plan.magnitudes import magnitude, magnitudes
 from fir.backends.plan.schedule import (
     COLUMN_BLOCK,
-    LLVM,
     independent,
     schedule,
 )
@@ -139,7 +139,9 @@ class _Kernel(NestWalker):
         aliased: frozenset[str] | None = None,
     ) -> None:
         self.m = module
-        self.schedule = schedule(plan, LLVM)  # how the loops run: the renderer decides none of it
+        # how the loops run (the renderer decides none of it), with this machine's measured
+        # choices
+        self.schedule = schedule(plan, LLVM_TUNED)
         # the arguments that share storage with another (an in-place result); None: unknown,
         # any two may
         self.aliased = aliased

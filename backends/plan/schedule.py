@@ -16,7 +16,7 @@ one kept (see :func:`vectorises`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -94,7 +94,10 @@ class Family:
     4- and 2-byte elements from a turned copy of the tile (:func:`turned_loads`).
     ``reassociates``: the accumulator kinds left to the target's vectoriser whose float
     update it may reassociate (one partial result per vector lane: the order of the
-    additions changes, the result within rounding), unless ``FIR_LLVM_REASSOC=0``."""
+    additions changes, the result within rounding), unless ``FIR_LLVM_REASSOC=0``.
+    ``turned_side``: the side of a turned tile of 4-byte elements (:func:`turned_side`),
+    asked only of a kernel that turns tiles; a back end gives the side it measured on this
+    machine (``fir.backends.cpu_tuning``), the families here give :data:`TURNED_SIDE`."""
 
     name: str
     collapse: bool
@@ -108,6 +111,7 @@ class Family:
     chunks_per_thread: int = 0
     turns_tiles: bool = False
     reassociates: frozenset[str] = frozenset()
+    turned_side: Callable[[], int] = lambda: TURNED_SIDE
 
 
 # 16 lanes: one AVX-512 register of f32 accumulators, every kind (GCC vectorises the lanes).
@@ -593,18 +597,36 @@ TURN_ITEMSIZES = (2, 4)
 # on 1 / 2 threads (min of 30):
 # AMD EPYC Zen 4: gathers 17 / 26, turned 16 x 16 12 / 16, 32 x 32 17 / 25, 64 x 64 10 / 14,
 # 128 x 128 14 / -; 16-core Xeon: gathers 7.0 / 4.0, turned 16: 6.8 / 3.3, 32: 6.8 / 3.2,
-# 64: 7.2 / 3.2, 128: 7.9 / 3.6. 64 is the best on one and as good as any on the other.
+# 64: 7.2 / 3.2, 128: 7.9 / 3.6; 2-core Xeon (family 6 model 167): gathers 11.5 / 4.2, turned
+# 32: 11.0 / 3.8, 64: 11.4 / 4.4, 128: 9.8 / 3.8. No side is the best on all three: the C++
+# and LLVM back ends measure the sides once per machine (fir.backends.cpu_tuning); this one is
+# the side where no measurement is made (no C++ compiler, the plain families here)
 TURNED_SIDE = 64
-# 2-byte elements turn in tiles of the same 256-byte rows, 128 a side: x + y.t() at 2048^2 on a
-# 2-core Zen 4 (medians of 7 x 20 calls, FIR / Inductor): bf16 1.29 -> 0.60, f16 1.47 -> 0.81
-# from 64 a side (4.5 and 6.7 with the gathers before 2-byte turns)
+TURNED_SIDES = (32, 64, 128)  # the sides measured
+# 2-byte elements turn in tiles of the same bytes a row, at most TURNED_MAX a side: x + y.t()
+# at 2048^2 on a 2-core Zen 4 (medians of 7 x 20 calls, FIR / Inductor): bf16 1.29 -> 0.60,
+# f16 1.47 -> 0.81 from 64 a side to 128 (4.5 and 6.7 with the gathers before 2-byte turns)
+TURNED_MAX = 128
 
 
-def turned_side(items: list[Item], turned: tuple[str, ...]) -> int:
+def turned_side(items: list[Item], turned: tuple[str, ...], side: int = TURNED_SIDE) -> int:
     """The side of a tile whose ``turned`` loads (of ``items``) are read from turned copies:
-    :data:`TURNED_SIDE` 4-byte elements, as many bytes a row for narrower ones."""
+    ``side`` 4-byte elements, as many bytes a row for narrower ones (at most
+    :data:`TURNED_MAX`)."""
     sizes = [i.dtype.itemsize for i in walk(items) if isinstance(i, ins.Load) and i.dst in turned]
-    return TURNED_SIDE * 4 // min(sizes)
+    return max(side, min(side * 4 // min(sizes), TURNED_MAX))
+
+
+def gathers(items: list[Item], var: str, turned: tuple[str, ...] = ()) -> bool:
+    """Whether the vectorised loop ``var`` over ``items`` reads a load that is not in order
+    along it (a vector gather), the ``turned`` loads (read from turned tiles) aside."""
+    for i in walk(items):
+        if not isinstance(i, ins.Load) or i.dst in turned:
+            continue
+        along = next((x for x in getattr(i.index, "free_symbols", ()) if str(x) == var), None)
+        if along is not None and stride(i.index, along) not in (0, 1):
+            return True
+    return False
 
 
 def turned_loads(family: Family, rest: list[Item], outer: Loop, inner: Loop) -> tuple[str, ...]:
@@ -714,7 +736,7 @@ def _pointwise_nest(
     if pair is not None:
         side = tile_side(plan)
         if turned:
-            side = max(side, turned_side(innermost_rest(inner), turned))
+            side = max(side, turned_side(innermost_rest(inner), turned, family.turned_side()))
         others = [lp for lp in loops if all(lp is not x for x in pair)]
         out = [ScheduledLoop(lp.var, Kind.SERIAL, _shared(family, lp, True)) for lp in others]
         out += [

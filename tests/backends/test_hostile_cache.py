@@ -274,7 +274,7 @@ def test_the_compiler_reads_a_private_copy_of_the_source(
 ) -> None:
     # an attacker who swaps the cache's .cpp between its writing and the compilation gets
     # nothing: the compiler never reads it
-    from fir.backends.cpp import build as cpp_build
+    from fir.backends.cpp import compiler as cpp_compiler
 
     _, ran = evil_so
     real_run = subprocess.run
@@ -297,7 +297,7 @@ def test_the_compiler_reads_a_private_copy_of_the_source(
                 cpp.write_text(hostile)  # the swap, at the last moment
         return real_run(cmd, *args, **kwargs)
 
-    monkeypatch.setattr(cpp_build.subprocess, "run", run)
+    monkeypatch.setattr(cpp_compiler.subprocess, "run", run)
     kernels = _build_cpp(tmp_path)
     (cmd,) = seen
     (source,) = [a for a in cmd if a.endswith(".cpp")]

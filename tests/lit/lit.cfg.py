@@ -17,6 +17,9 @@ config.environment["PATH"] = os.pathsep.join([bindir, os.environ.get("PATH", "")
 for var in ("HOME", "TMPDIR", "PYTHONPATH"):
     if var in os.environ:
         config.environment[var] = os.environ[var]  # noqa: F821
+# the side of turned tiles is measured per machine (fir.backends.cpu_tuning): the golden
+# tests fix it at the default, 64
+config.environment["FIR_TURNED_SIDE"] = "64"  # noqa: F821
 filecheck = shutil.which("filecheck", path=config.environment["PATH"])  # noqa: F821
 if filecheck is None:
     lit_config.fatal("filecheck not found: pip install filecheck")  # noqa: F821
