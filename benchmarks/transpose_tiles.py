@@ -1,7 +1,8 @@
 """The kernel of x + y.t() alone, in a C++ harness: the vectoriser's gathers in 32 x 32 tiles
 against turned tiles of 16 to 128 a side (FIR's own ``fir_turn`` from the C++ prelude), and a
 plain copy for scale. Min of 30 calls per variant, interleaved; the numbers behind
-``schedule.TURNED_SIDE``.
+``schedule.TURNED_SIDE`` and the candidate sides that ``fir.backends.cpu_tuning`` times once
+per machine (its probe is the turned variants alone, at two sizes, a few rounds).
 
     python benchmarks/transpose_tiles.py [--threads 1 2] [--n 2896]
 """
