@@ -107,6 +107,23 @@ def uses_omp() -> bool:
     return (forced_threads() or cores()) > 1 and gomp_library() is not None
 
 
+# chunks start on a multiple of this many iterations of the parallel loop where the loop has
+# a block for each chunk: a tiled kernel's tiles start at its chunk's start, and its turned
+# tiles copy 8 x 8 blocks through registers, the rows past the last whole block one element at
+# a time. Chunks of 46 rows (2896 over 64 chunks: 16 threads) left 6 rows of every tile so
+CHUNK_ALIGN = 8
+
+
+def chunk_step(outer: int, n: int) -> int:
+    """The iterations of each of (about) ``n`` chunks of a parallel loop of ``outer``: a
+    multiple of :data:`CHUNK_ALIGN` where the loop has enough blocks that the chunks stay as
+    many or nearly so."""
+    step = -(-outer // n)
+    if outer >= CHUNK_ALIGN * n:
+        step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN
+    return step
+
+
 class _Fn:
     """One kernel: its entry point and OpenMP driver (None: no team), the size of its parallel
     loop and its work, and sets of argument arrays. A call takes a set, copies the pointers and
@@ -223,7 +240,7 @@ class SplitKernels:
         if n <= 1:  # a small kernel: one call on this thread, no team
             return f.run(args, sizes)
         outer = f.value(f.outer, sizes)
-        step = -(-outer // n)
+        step = chunk_step(outer, n)
         n = -(-outer // step)
         if f.omp is not None:
             return self._call_omp(f, args, sizes, outer, step, n, team)

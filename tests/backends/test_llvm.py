@@ -524,3 +524,46 @@ def test_kernel_teams_follow_the_openmp_runtime_not_the_machine(
         torch.set_num_threads(before)
     monkeypatch.setenv("FIR_LLVM_THREADS", "3")
     assert threads() == 3
+
+
+def test_chunks_of_the_parallel_loop_start_on_whole_blocks_of_eight() -> None:
+    """Where the loop has at least a block of 8 per chunk, every chunk but the last is a
+    multiple of 8 long (a tiled kernel's tiles start at its chunk's start, and turned tiles
+    copy 8 x 8 blocks: 2896 rows over 64 chunks were 46 a chunk, 6 of them element by element
+    in every tile); a short loop keeps its chunks."""
+    from fir.backends.runtime.llvm_threads import CHUNK_ALIGN, chunk_step
+
+    assert CHUNK_ALIGN == 8
+    assert chunk_step(2896, 64) == 48 and -(-2896 // 48) == 61
+    assert chunk_step(2896, 8) == 368
+    assert chunk_step(16, 8) == 2  # two blocks for eight chunks: not aligned
+    for outer in range(1, 300):
+        for n in (2, 3, 8, 64):
+            step = chunk_step(outer, n)
+            assert step * n >= outer  # the chunks cover the loop
+            assert -(-outer // step) <= n  # and are no more than asked
+            if outer >= 8 * n:
+                assert step % 8 == 0
+
+
+def test_a_turned_tile_kernel_in_many_chunks_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 chunks on this machine's threads (the 16-thread geometry): aligned chunks cut tiles
+    at multiples of 8 rows, partial ones at the loop's end; the transposed add is exact."""
+    import dataclasses
+
+    from fir.backends.runtime import llvm_threads
+
+    monkeypatch.setattr(
+        llvm_threads, "LLVM", dataclasses.replace(llvm_threads.LLVM, chunks_per_thread=32)
+    )
+    monkeypatch.setenv("FIR_LLVM_THREADS", "2")
+    text = """
+func @t(%x: f32[203, 517], %y: f32[517, 203]) -> (f32[203, 517]) {
+  %t = transpose %y {dim0 = 0, dim1 = 1} : f32[203, 517]
+  %z = add %x, %t : f32[203, 517]
+  return %z
+}"""
+    (p,) = compile_text(text)
+    x, y = torch.randn(203, 517), torch.randn(517, 203)
+    (got,) = p(x, y)
+    assert torch.equal(got, x + y.t())
