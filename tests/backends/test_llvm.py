@@ -557,13 +557,9 @@ def test_a_turned_tile_kernel_in_many_chunks_is_exact(monkeypatch: pytest.Monkey
         llvm_threads, "LLVM", dataclasses.replace(llvm_threads.LLVM, chunks_per_thread=32)
     )
     monkeypatch.setenv("FIR_LLVM_THREADS", "2")
-    text = """
-func @t(%x: f32[203, 517], %y: f32[517, 203]) -> (f32[203, 517]) {
-  %t = transpose %y {dim0 = 0, dim1 = 1} : f32[203, 517]
-  %z = add %x, %t : f32[203, 517]
-  return %z
-}"""
-    (p,) = compile_text(text)
+    from test_turned_tiles import _transpose_add
+
+    (p,) = compile_text(_transpose_add(203, 517))
     x, y = torch.randn(203, 517), torch.randn(517, 203)
     (got,) = p(x, y)
     assert torch.equal(got, x + y.t())
