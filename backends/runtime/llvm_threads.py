@@ -107,20 +107,21 @@ def uses_omp() -> bool:
     return (forced_threads() or cores()) > 1 and gomp_library() is not None
 
 
-# chunks start on a multiple of this many iterations of the parallel loop where the loop has
-# a block for each chunk: a tiled kernel's tiles start at its chunk's start, and its turned
-# tiles copy 8 x 8 blocks through registers, the rows past the last whole block one element at
-# a time. Chunks of 46 rows (2896 over 64 chunks: 16 threads) left 6 rows of every tile so
+# a tiled kernel's chunks start on a multiple of this many iterations of its parallel loop
+# where the loop has a block for each chunk: its tiles start at its chunk's start, and its
+# turned tiles copy 8 x 8 blocks through registers, the rows past the last whole block one
+# element at a time. Chunks of 46 rows (2896 over 64 chunks: 16 threads) left 6 rows of every
+# tile so. Other kernels keep chunks of equal length (rounding up would cost them balance:
+# 600 rows in chunks of 16 instead of 10 is 38 chunks instead of 60 on 16 threads)
 CHUNK_ALIGN = 8
 
 
-def chunk_step(outer: int, n: int) -> int:
+def chunk_step(outer: int, n: int, align: int = 1) -> int:
     """The iterations of each of (about) ``n`` chunks of a parallel loop of ``outer``: a
-    multiple of :data:`CHUNK_ALIGN` where the loop has enough blocks that the chunks stay as
-    many or nearly so."""
+    multiple of ``align`` where the loop has a block of ``align`` for each chunk."""
     step = -(-outer // n)
-    if outer >= CHUNK_ALIGN * n:
-        step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN
+    if align > 1 and outer >= align * n:
+        step = -(-step // align) * align
     return step
 
 
@@ -142,6 +143,8 @@ class _Fn:
         self.nargs, self.nsizes = len(plan.args), len(plan.sizes)
         outer = next((i for i in plan.instrs if isinstance(i, LoopBegin) and i.parallel), None)
         self.outer = outer.size if outer is not None else None  # Dim, or no parallel loop
+        tiled = outer is not None and plan.tile is not None and outer.var in plan.tile
+        self.align = CHUNK_ALIGN if tiled else 1  # of the chunks (chunk_step)
         self.work = dims_mul((plan.numel, plan.rnumel)) if plan.reduction else plan.numel
         self.sizes_of = plan.sizes
         # list.pop and list.append are atomic: taking and giving back a set needs no lock
@@ -240,7 +243,7 @@ class SplitKernels:
         if n <= 1:  # a small kernel: one call on this thread, no team
             return f.run(args, sizes)
         outer = f.value(f.outer, sizes)
-        step = chunk_step(outer, n)
+        step = chunk_step(outer, n, f.align)
         n = -(-outer // step)
         if f.omp is not None:
             return self._call_omp(f, args, sizes, outer, step, n, team)

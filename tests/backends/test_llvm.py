@@ -527,19 +527,20 @@ def test_kernel_teams_follow_the_openmp_runtime_not_the_machine(
 
 
 def test_chunks_of_the_parallel_loop_start_on_whole_blocks_of_eight() -> None:
-    """Where the loop has at least a block of 8 per chunk, every chunk but the last is a
-    multiple of 8 long (a tiled kernel's tiles start at its chunk's start, and turned tiles
+    """A tiled kernel's chunks: where the loop has at least a block of 8 per chunk, every chunk
+    but the last is a multiple of 8 long (its tiles start at its chunk's start, and turned tiles
     copy 8 x 8 blocks: 2896 rows over 64 chunks were 46 a chunk, 6 of them element by element
-    in every tile); a short loop keeps its chunks."""
+    in every tile); a short loop keeps its chunks, and so does a kernel that is not tiled."""
     from fir.backends.runtime.llvm_threads import CHUNK_ALIGN, chunk_step
 
     assert CHUNK_ALIGN == 8
-    assert chunk_step(2896, 64) == 48 and -(-2896 // 48) == 61
-    assert chunk_step(2896, 8) == 368
-    assert chunk_step(16, 8) == 2  # two blocks for eight chunks: not aligned
+    assert chunk_step(2896, 64, 8) == 48 and -(-2896 // 48) == 61
+    assert chunk_step(2896, 64) == 46  # not tiled: equal chunks
+    assert chunk_step(2896, 8, 8) == 368
+    assert chunk_step(16, 8, 8) == 2  # two blocks for eight chunks: not aligned
     for outer in range(1, 300):
         for n in (2, 3, 8, 64):
-            step = chunk_step(outer, n)
+            step = chunk_step(outer, n, 8)
             assert step * n >= outer  # the chunks cover the loop
             assert -(-outer // step) <= n  # and are no more than asked
             if outer >= 8 * n:
@@ -560,6 +561,8 @@ def test_a_turned_tile_kernel_in_many_chunks_is_exact(monkeypatch: pytest.Monkey
     from test_turned_tiles import _transpose_add
 
     (p,) = compile_text(_transpose_add(203, 517))
+    (name,) = p.kernels.names()
+    assert p.kernels.fns[name].align == 8
     x, y = torch.randn(203, 517), torch.randn(517, 203)
     (got,) = p(x, y)
     assert torch.equal(got, x + y.t())
