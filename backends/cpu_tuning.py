@@ -155,7 +155,9 @@ def _key() -> str:
     """What the best side depends on: the CPU, the compiler and its flags, the threads."""
     from fir.backends.cpp.compiler import library_key
 
-    threads = os.environ.get("OMP_NUM_THREADS", "") + "/" + str(len(os.sched_getaffinity(0)))
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux: the cores this process may use
+    cores = len(affinity(0)) if affinity is not None else os.cpu_count()
+    threads = os.environ.get("OMP_NUM_THREADS", "") + "/" + str(cores)
     return cache_key("turned-side", library_key(probe_source())[2], threads)
 
 
